@@ -1,0 +1,1 @@
+"""fxremat: liveness-optimal activation checkpointing for torch.compile."""

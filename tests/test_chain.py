@@ -1,0 +1,74 @@
+"""The chain model: validation and the objectives, on chains small enough to check by hand."""
+
+import dataclasses
+
+import pytest
+
+from fxremat.chain import Chain
+
+# Four equal stages: x_i is 1 byte, each stage saves 2, no transients, unit cost.
+UNIFORM4 = Chain((1, 1, 1, 1, 1), (2, 2, 2, 2), (0, 0, 0, 0), (1, 1, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "checkpoints, peak, naive, cost",
+    [
+        ((), 8, 8, 0.0),  # one segment: everything saved
+        ((2,), 5, 5, 2.0),  # max(4, 1 + 4)
+        ((2, 3), 4, 6, 3.0),  # max(4, 1 + 2, 2 + 2): x_3 dies before segment 1..2 runs
+        ((1, 2, 3), 5, 5, 3.0),  # max(2, 1 + 2, 2 + 2, 3 + 2)
+        ((1, 3), 5, 6, 3.0),
+    ],
+)
+def test_uniform_chain_objectives(checkpoints, peak, naive, cost):
+    assert UNIFORM4.peak_bytes(checkpoints) == peak
+    assert UNIFORM4.naive_peak_bytes(checkpoints) == naive
+    assert UNIFORM4.recompute_cost(checkpoints) == cost
+
+
+def test_liveness_never_above_naive():
+    import itertools
+
+    for r in range(4):
+        for cps in itertools.combinations(range(1, 4), r):
+            assert UNIFORM4.peak_bytes(cps) <= UNIFORM4.naive_peak_bytes(cps)
+
+
+def test_segments_and_transients():
+    chain = Chain((0, 1, 1, 1), (1, 1, 1), (0, 0, 100), (1, 1, 1))
+    assert chain.segments((2,)) == ((1, 2), (3, 3))
+    assert chain.segment_bytes(1, 3) == 103
+    assert chain.peak_bytes((2,)) == 102
+    assert chain.no_recompute_peak() == 103
+
+
+def test_checkpoints_are_a_set():
+    assert UNIFORM4.peak_bytes([3, 2, 2]) == UNIFORM4.peak_bytes((2, 3))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(output_bytes=(1, 1), saved_bytes=(1, 1), transient_bytes=(0, 0), forward_cost=(1, 1)), "n \\+ 1 = 3"),
+        (dict(output_bytes=(1, 1), saved_bytes=(1,), transient_bytes=(0, 0), forward_cost=(1,)), "transient_bytes needs n = 1"),
+        (dict(output_bytes=(1, 1), saved_bytes=(-1,), transient_bytes=(0,), forward_cost=(1,)), "saved_bytes\\[0\\] must be >= 0"),
+        (dict(output_bytes=(1, 1), saved_bytes=(1.5,), transient_bytes=(0,), forward_cost=(1,)), "integer byte count"),
+        (dict(output_bytes=(1, 1), saved_bytes=(1,), transient_bytes=(0,), forward_cost=(float("nan"),)), "finite"),
+        (dict(output_bytes=(1,), saved_bytes=(), transient_bytes=(), forward_cost=()), "at least one stage"),
+    ],
+)
+def test_validation(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Chain(**kwargs)
+
+
+def test_bad_checkpoints():
+    with pytest.raises(ValueError, match="1..3"):
+        UNIFORM4.peak_bytes((4,))
+    with pytest.raises(ValueError, match="1..3"):
+        UNIFORM4.peak_bytes((0,))
+
+
+def test_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        UNIFORM4.saved_bytes = (1,)
