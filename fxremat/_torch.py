@@ -1,0 +1,201 @@
+"""Every private torch internal fxremat relies on, imported and adapted in this one place.
+
+Invariant: no other fxremat module imports from ``torch._functorch``, ``torch._inductor`` or
+``torch.fx.experimental``; if an internal moved, :data:`MISSING` names it and
+:func:`check_supported` raises one clear error naming the torch version (the partitioner then
+falls back to PyTorch's own).  Checked against torch 2.13.0 (CPU); signatures that changed
+between 2.11 and 2.14 are called by keyword and probed with ``inspect.signature``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import operator
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+__all__ = ["MISSING", "check_supported", "hint", "storage_key", "storage_nbytes"]
+
+SUPPORTED = "2.11 to 2.14"
+MISSING: list[str] = []
+
+
+def _need(module: str, name: str) -> Any:
+    try:
+        mod = __import__(module, fromlist=[name])
+        return getattr(mod, name)
+    except (ImportError, AttributeError):
+        MISSING.append(f"{module}.{name}")
+        return None
+
+
+_partitioners = "torch._functorch.partitioners"
+classify_nodes = _need(_partitioners, "classify_nodes")
+min_cut_rematerialization_partition = _need(_partitioners, "min_cut_rematerialization_partition")
+_extract_fwd_bwd_modules = _need(_partitioners, "_extract_fwd_bwd_modules")
+is_primal = _need(_partitioners, "_is_primal")
+is_tangent = _need(_partitioners, "_is_tangent")
+is_sym_node = _need("torch.fx.experimental.proxy_tensor", "is_sym_node")
+StorageWeakRef = _need("torch.multiprocessing.reductions", "StorageWeakRef")
+CustomPartitionerFn = _need("torch._inductor.custom_graph_pass", "CustomPartitionerFn")
+get_hash_for_files = _need("torch._inductor.custom_graph_pass", "get_hash_for_files")
+_symbolic_shapes = _need("torch.fx.experimental", "symbolic_shapes")
+_InputMutationAOTOutput = _need("torch._functorch._aot_autograd.descriptors", "InputMutationAOTOutput")
+_CheckpointPolicy = _need("torch.utils.checkpoint", "CheckpointPolicy")
+_BoxedCodeGen = _need("torch.fx.graph", "_BoxedCodeGen")
+try:
+    from torch._higher_order_ops.effects import with_effects as _with_effects
+except ImportError:  # optional: without it there are no effectful HOPs to guard against
+    _with_effects = None
+
+
+def check_supported() -> None:
+    """Raise ``RuntimeError`` naming the torch version if an internal fxremat needs is missing."""
+    if MISSING:
+        raise RuntimeError(
+            f"fxremat supports torch {SUPPORTED}; torch {torch.__version__} lacks {', '.join(MISSING)}"
+        )
+
+
+# -- sizes and storages ----------------------------------------------------------------------
+def hint(x: Any, fallback: int = 4096) -> int:
+    """A concrete int for a possibly symbolic size (its hint), without adding guards."""
+    if isinstance(x, int):
+        return x
+    ss = _symbolic_shapes
+    for name in ("optimization_hint", "hint_int"):
+        fn = getattr(ss, name, None)
+        if fn is not None:
+            return int(fn(x, fallback=fallback))
+    node = getattr(x, "node", None)
+    return int(node.hint) if node is not None and node.has_hint() else fallback
+
+
+def storage_key(t: torch.Tensor) -> object:
+    """A key equal for all tensors (views included) that share one storage."""
+    return StorageWeakRef(t.untyped_storage())
+
+
+def storage_nbytes(t: torch.Tensor) -> int:
+    return hint(t.untyped_storage().nbytes())
+
+
+# -- joint-graph facts -----------------------------------------------------------------------
+def checkpoint_policy(node: fx.Node) -> str | None:
+    """``"must_save"``, ``"prefer_save"``, ``"must_recompute"``, ``"prefer_recompute"`` or None."""
+    policy = node.meta.get("recompute")
+    if policy is None or _CheckpointPolicy is None:
+        return None
+    return policy.name.lower() if isinstance(policy, _CheckpointPolicy) else None
+
+
+def is_effectful(node: fx.Node) -> bool:
+    return _with_effects is not None and node.target is _with_effects
+
+
+def mutated_primals(joint: fx.GraphModule, primals: tuple[fx.Node, ...]) -> set[fx.Node]:
+    """Primal inputs the forward mutates, in both layouts AOTAutograd produces.
+
+    Plain AOTAutograd returns a mutated input's new value as a forward output whose descriptor is
+    ``InputMutationAOTOutput``; Inductor (keep_input_mutations) keeps an in-place op such as
+    ``copy_`` on the primal in the graph.
+    """
+    mutated = set()
+    output = joint.graph.find_nodes(op="output")[0]
+    descs = output.meta.get("desc") or ()
+    if _InputMutationAOTOutput is not None:
+        for desc in descs:
+            if isinstance(desc, _InputMutationAOTOutput):
+                idx = getattr(desc.mutated_input, "idx", None)
+                if idx is not None and idx < len(primals):
+                    mutated.add(primals[idx])
+    primal_set = set(primals)
+    for node in joint.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        if not target._schema.is_mutable:
+            continue
+        for arg, spec in zip(node.args, target._schema.arguments):
+            if spec.alias_info is not None and spec.alias_info.is_write and arg in primal_set:
+                mutated.add(arg)
+    return mutated
+
+
+# -- partitioning helpers --------------------------------------------------------------------
+def min_cut(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets."""
+    return min_cut_rematerialization_partition(copy.deepcopy(joint), joint_inputs, **kwargs)
+
+
+def saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> list[str]:
+    """Names of the values a forward module saves for the backward (joint-graph names)."""
+    outputs = fw.graph.find_nodes(op="output")[0].args[0]
+    return [o.name for o in outputs[num_fwd_outputs:] if isinstance(o, fx.Node)]
+
+
+def extract_fwd_bwd(
+    joint: fx.GraphModule,
+    saved_values: list[fx.Node],
+    saved_sym_nodes: list[fx.Node],
+    *,
+    num_fwd_outputs: int,
+    static_lifetime_input_nodes: Any = None,
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """torch's own extraction of forward and backward modules for a given saved set.
+
+    The backward recomputes every forward value it needs that is not saved (in joint order;
+    :mod:`fxremat.partition` reorders it).  The lists are updated in place by torch.
+    """
+    params = inspect.signature(_extract_fwd_bwd_modules).parameters
+    kwargs: dict[str, Any] = {"num_fwd_outputs": num_fwd_outputs}
+    if "static_lifetime_input_nodes" in params and static_lifetime_input_nodes is not None:
+        kwargs["static_lifetime_input_nodes"] = static_lifetime_input_nodes
+    return _extract_fwd_bwd_modules(joint, saved_values, saved_sym_nodes, **kwargs)
+
+
+def boxed_freeing_call(gm: fx.GraphModule):
+    """A boxed callable that lets each input die after its last use (for no-op compilers).
+
+    AOTAutograd hands the backward its saved tensors in a list; plain ``make_boxed_func`` keeps
+    that list alive for the whole backward, so every saved tensor would live to the end.  FX's
+    boxed code generator unpacks and clears the list first, as Inductor's generated code does.
+    """
+    if _BoxedCodeGen is not None:
+        gm.graph.set_codegen(_BoxedCodeGen())
+        gm.recompile()
+
+        def run(args):
+            return gm(args)
+
+    else:  # pragma: no cover - older torch: still correct, frees later
+
+        def run(args):
+            return gm(*args)
+
+    run._boxed_call = True
+    return run
+
+
+
+def eager_decompositions() -> dict:
+    """Decompositions for the no-Inductor path: batch norm split as Inductor splits it, so its
+    normalized output no longer reads the running statistics the forward then overwrites."""
+    from torch._decomp import get_decompositions
+
+    aten = torch.ops.aten
+    return get_decompositions([aten._native_batch_norm_legit_functional, aten.native_batch_norm])
+
+
+def activation_memory_budget(budget: float | None):
+    """A context setting min-cut's ``activation_memory_budget`` (no-op for None)."""
+    import contextlib
+
+    if budget is None:
+        return contextlib.nullcontext()
+    from torch._functorch import config as functorch_config
+
+    return functorch_config.patch(activation_memory_budget=budget)

@@ -1,0 +1,205 @@
+"""Joint-graph analysis: every fact fxremat needs about AOTAutograd's joint graph, computed once.
+
+Invariant: :func:`analyze` walks the joint graph a bounded number of times and returns a frozen
+:class:`JointGraph`; every later stage (memory model, linearization, partition) reads facts from
+it (or from ``node.meta["fxremat"]``, where the same :class:`NodeFacts` records are stored, as
+``shape_prop`` stores ``TensorMetadata``) and never re-derives them.
+
+What is decided here:
+* roles: parameters and other static-lifetime primals, other primals, tangents, forward nodes
+  (those torch's own ``classify_nodes`` calls required by the forward or unclaimed: computable
+  without tangents), backward nodes;
+* bytes: the storage each tensor lives in (views share their base's storage, so aliases are
+  never double counted) and the bytes a node newly allocates; symbolic sizes use their hints;
+* recomputability: a forward node may not be recomputed if it is random, mutates or reads a
+  mutated input, is effectful or a collective, is impure, or a checkpoint policy says MUST_SAVE.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+import torch
+import torch.fx as fx
+
+from . import _torch
+
+__all__ = ["Role", "NodeFacts", "JointGraph", "analyze", "META_KEY"]
+
+META_KEY = "fxremat"
+
+
+class Role(enum.Enum):
+    STATIC_INPUT = "static_input"  # parameters, buffers: alive for the whole step anyway
+    INPUT = "input"  # other primals: held by the caller
+    TANGENT = "tangent"  # gradients of the forward outputs, handed to the backward
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OTHER = "other"  # output node, seeds and offsets
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """Facts about one node of the joint graph."""
+
+    role: Role
+    storages: tuple[object, ...]  # storage keys of the tensors this node's value lives in
+    alloc_bytes: int  # bytes of the storages this node allocates itself (0 for views)
+    cost: float  # estimated forward cost (FLOPs) of running the node once
+    recompute_ban: str | None  # why the node must not be recomputed; None if it may be
+
+
+@dataclass(frozen=True)
+class JointGraph:
+    module: fx.GraphModule
+    num_fwd_outputs: int
+    primals: tuple[fx.Node, ...]
+    tangents: tuple[fx.Node, ...]
+    static_inputs: frozenset[fx.Node]
+    mutated_inputs: frozenset[fx.Node]
+    forward: tuple[fx.Node, ...]  # nodes the forward outputs need, in graph order
+    fwd_outputs: tuple[fx.Node, ...]  # the user-visible forward outputs (tensors only)
+    facts: Mapping[fx.Node, NodeFacts]
+    storage_bytes: Mapping[object, int]  # every storage key -> its size in bytes
+    storage_owner: Mapping[object, fx.Node]  # the first tensor-valued node that allocates it
+
+    def fact(self, node: fx.Node) -> NodeFacts:
+        return self.facts[node]
+
+
+def _tensors(val) -> list[torch.Tensor]:
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [t for v in val for t in _tensors(v)]
+    return []
+
+
+def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
+    """A rough FLOP count: matmuls and convolutions by their shapes, everything else by size."""
+    numel = sum(_torch.hint(t.numel()) for t in out)
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    aten = torch.ops.aten
+    args = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
+    try:
+        if packet in (aten.mm, aten.bmm, aten.addmm, aten.baddbmm):
+            a = args[-2]
+            return 2.0 * numel * _torch.hint(a.shape[-1])
+        if packet in (aten.convolution, aten.convolution_backward) and out:
+            w = args[1]
+            per_out = _torch.hint(w.numel()) // max(1, _torch.hint(w.shape[0]))
+            return 2.0 * _torch.hint(out[0].numel()) * per_out
+        if packet is not None and "scaled_dot_product" in packet.__name__:
+            q, k = args[0], args[1]
+            return 4.0 * _torch.hint(q.numel()) * _torch.hint(k.shape[-2])
+    except (AttributeError, IndexError, TypeError):
+        pass
+    return float(numel)
+
+
+def _recompute_ban(node: fx.Node, mutated_storages: set) -> str | None:
+    if node.op != "call_function":
+        return None if node.op == "get_attr" else f"{node.op} node"
+    target = node.target
+    policy = _torch.checkpoint_policy(node)
+    if policy == "must_save":
+        return "checkpoint policy MUST_SAVE"
+    if isinstance(target, torch._ops.OpOverload):
+        if torch.Tag.nondeterministic_seeded in target.tags and not _zero_dropout(node, target):
+            return "random op (its RNG state is not replayed)"
+        if target.namespace == "_c10d_functional" or target.namespace == "c10d":
+            return "collective"
+        if target._schema.is_mutable:
+            return "mutates an input"
+    elif target is not operator.getitem and _torch.is_effectful(node):
+        return "effectful op"
+    if target is not operator.getitem and node.is_impure():
+        return "impure op"
+    for arg in node.all_input_nodes:
+        key = arg.meta.get(META_KEY)
+        storages = key.storages if key is not None else _storage_keys(arg)
+        if any(s in mutated_storages for s in storages):
+            return f"reads {arg.name}, an input the forward mutates"
+    return None
+
+
+def _zero_dropout(node: fx.Node, target: torch._ops.OpOverload) -> bool:
+    """A seeded op whose dropout probability is literally 0 draws no random numbers (SDPA)."""
+    for i, spec in enumerate(target._schema.arguments):
+        if spec.name in ("dropout_p", "p"):
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(spec.name, spec.default_value)
+            return isinstance(value, (int, float)) and value == 0
+    return False
+
+
+def _storage_keys(node: fx.Node) -> tuple[object, ...]:
+    return tuple(_torch.storage_key(t) for t in _tensors(node.meta.get("val")))
+
+
+def analyze(
+    joint: fx.GraphModule,
+    *,
+    num_fwd_outputs: int,
+    static_lifetime_input_indices: list[int] | None = None,
+) -> JointGraph:
+    """Compute the :class:`JointGraph` record of ``joint`` and store each node's facts in its meta."""
+    graph = joint.graph
+    info = _torch.classify_nodes(joint, static_lifetime_input_indices or [], num_fwd_outputs)
+    primals = tuple(n for n in graph.nodes if _torch.is_primal(n))
+    tangents = tuple(n for n in graph.nodes if _torch.is_tangent(n))
+    static = frozenset(info.static_lifetime_input_nodes)
+    mutated = frozenset(_torch.mutated_primals(joint, primals))
+    output = graph.find_nodes(op="output")[0]
+    fwd_outputs = tuple(
+        o for o in output.args[0][:num_fwd_outputs] if isinstance(o, fx.Node) and _tensors(o.meta.get("val"))
+    )
+
+    mutated_storages = {s for p in mutated for s in _storage_keys(p)}
+    facts: dict[fx.Node, NodeFacts] = {}
+    storage_bytes: dict[object, int] = {}
+    storage_owner: dict[object, fx.Node] = {}
+    forward = []
+    for node in graph.nodes:
+        tensors = _tensors(node.meta.get("val"))
+        keys = tuple(_torch.storage_key(t) for t in tensors)
+        alloc = 0
+        for key, t in zip(keys, tensors):
+            if key not in storage_bytes:
+                storage_bytes[key] = _torch.storage_nbytes(t)
+                alloc += storage_bytes[key]
+            if key not in storage_owner and isinstance(node.meta.get("val"), torch.Tensor):
+                storage_owner[key] = node
+        if node.op == "placeholder":
+            role = Role.STATIC_INPUT if node in static else Role.TANGENT if node in tangents else (
+                Role.INPUT if node in primals else Role.OTHER)
+            alloc = 0
+        elif node.op == "output":
+            role = Role.OTHER
+        elif info.is_required_fw(node):
+            role = Role.FORWARD
+            forward.append(node)
+        elif node in info.unclaimed_nodes:
+            role = Role.FORWARD  # needs no tangent, only the backward uses it: forward-computable
+        else:
+            role = Role.BACKWARD
+        ban = _recompute_ban(node, mutated_storages) if role is Role.FORWARD else None
+        facts[node] = NodeFacts(role, keys, alloc, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
+        node.meta[META_KEY] = facts[node]
+    return JointGraph(
+        module=joint,
+        num_fwd_outputs=num_fwd_outputs,
+        primals=primals,
+        tangents=tangents,
+        static_inputs=static,
+        mutated_inputs=mutated,
+        forward=tuple(forward),
+        fwd_outputs=fwd_outputs,
+        facts=MappingProxyType(facts),
+        storage_bytes=MappingProxyType(storage_bytes),
+        storage_owner=MappingProxyType(storage_owner),
+    )

@@ -1,0 +1,117 @@
+"""The torch.compile backends: Inductor (or no-op compilers) with fxremat as the partitioner.
+
+Invariant: the partitioner's cache identity (:meth:`FxrematPartitioner.uuid`) covers fxremat's
+source and every option, so Inductor's FX-graph and AOTAutograd caches never serve a graph
+planned by another version or with other options.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+
+from . import _torch
+from .options import Options
+from .partitioner import partition
+
+__all__ = ["FxrematPartitioner", "MinCutPartitioner", "make_backend", "min_cut_backend", "backend"]
+
+_COMPILERS = ("inductor", "eager")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_hash() -> str:
+    files = tuple(sorted(str(p) for p in Path(__file__).parent.rglob("*.py")))
+    return _torch.get_hash_for_files(files).hex()
+
+
+class FxrematPartitioner(_torch.CustomPartitionerFn or object):
+    """A partition function object: usable as AOTAutograd's ``partition_fn`` and as Inductor's
+    ``custom_partitioner_fn``."""
+
+    def __init__(self, options: Options | None = None):
+        self.options = options or Options()
+
+    def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
+        return partition(gm, joint_inputs, options=self.options, **kwargs)
+
+    def uuid(self) -> str:
+        return f"fxremat-{_source_hash()}-{self.options.cache_key()}"
+
+    def __repr__(self) -> str:
+        return f"FxrematPartitioner({self.options!r})"
+
+
+class MinCutPartitioner(_torch.CustomPartitionerFn or object):
+    """PyTorch's default partitioner (optionally at an ``activation_memory_budget``), for
+    comparisons run through exactly the same pipeline as fxremat."""
+
+    def __init__(self, activation_memory_budget: float | None = None):
+        self.activation_memory_budget = activation_memory_budget
+
+    def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
+        with _torch.activation_memory_budget(self.activation_memory_budget):
+            return _torch.min_cut(gm, joint_inputs, **kwargs)
+
+    def uuid(self) -> str:
+        return f"min-cut-{torch.__version__}-{self.activation_memory_budget!r}"
+
+
+class _Backend:
+    """``torch.compile(model, backend=...)`` target: AOTAutograd + a partitioner + a compiler."""
+
+    def __init__(self, partitioner: Any, compiler: str):
+        if compiler not in _COMPILERS:
+            raise ValueError(f"unknown compiler {compiler!r}; expected one of {list(_COMPILERS)}")
+        self.partitioner = partitioner
+        self.compiler = compiler
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+        if self.compiler == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+
+            return compile_fx(gm, example_inputs, config_patches={"custom_partitioner_fn": self.partitioner})
+        from torch._dynamo.backends.common import aot_autograd
+
+        def boxed_nop(graph: fx.GraphModule, _inputs: list[Any]) -> Callable:
+            return _torch.boxed_freeing_call(graph)
+
+        return aot_autograd(
+            fw_compiler=boxed_nop,
+            bw_compiler=boxed_nop,
+            partition_fn=self.partitioner,
+            decompositions=_torch.eager_decompositions(),
+        )(gm, example_inputs)
+
+    def __repr__(self) -> str:
+        return f"<torch.compile backend: {self.partitioner!r}, compiler={self.compiler!r}>"
+
+
+def make_backend(
+    solver: str = "linear", memory_budget: int | float | None = None, *, compiler: str = "inductor"
+) -> _Backend:
+    """A configured backend.
+
+    Args:
+        solver: ``"linear"`` (exact, O(n); default), ``"dp"`` (exact reference, O(n^2)) or
+            ``"chen"`` (uniform sqrt(n) segments).
+        memory_budget: ``None`` for the least peak; an ``int``: bytes; a ``float`` in (0, 1]:
+            a fraction of each graph's peak without recomputation.  fxremat then recomputes as
+            little as possible within the budget; a budget no plan meets raises ``ValueError``
+            naming the smallest feasible peak.
+        compiler: ``"inductor"`` (default) compiles both graphs with Inductor; ``"eager"`` runs
+            them as plain FX code (for debugging and exact memory checks).
+    """
+    return _Backend(FxrematPartitioner(Options(solver, memory_budget)), compiler)
+
+
+def min_cut_backend(activation_memory_budget: float | None = None, *, compiler: str = "inductor") -> _Backend:
+    """The same pipeline with PyTorch's min-cut partitioner: the baseline fxremat is judged against."""
+    return _Backend(MinCutPartitioner(activation_memory_budget), compiler)
+
+
+backend = make_backend()

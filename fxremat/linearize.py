@@ -1,0 +1,151 @@
+"""Linearization: cut the forward graph into a :class:`~fxremat.chain.Chain` of stages.
+
+How we cut.  Walk the forward nodes in graph order (a topological order).  A storage *crosses*
+the boundary after position k if it is allocated at or before k and a forward node after k still
+reads it (through any alias).  A boundary is a stage boundary when exactly one *tracked* storage
+crosses it: everything downstream can then be recomputed from that one tensor (plus parameters
+and inputs), which is what a checkpoint must provide.  Residual blocks, transformer layers and
+U-Net levels all end at such boundaries; inside a residual block the skip tensor also crosses,
+so the block is one stage.  Runs of boundaries crossed by the same storage keep the last one.
+
+Not tracked ("pinned"), because keeping them costs nothing extra or too little to matter:
+storages the forward returns (the caller holds them anyway), storages derived only from
+parameters and constants, and small storages (at most 1/64 of the largest, or 4 KiB).  A pinned
+storage that crosses a chosen checkpoint is saved with it.
+
+Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
+stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
+well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  A storage that
+crosses several boundaries is pinned or is the crossing storage of a single deduplicated
+boundary, so it never appears twice in one chain.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch.fx as fx
+
+from .analysis import JointGraph, Role
+from .chain import Chain
+
+__all__ = ["Linearization", "linearize"]
+
+SMALL_BYTES = 4096
+SMALL_FRACTION = 64
+
+
+@dataclass(frozen=True)
+class Linearization:
+    chain: Chain
+    boundaries: tuple[int, ...]  # forward position after which boundary i (1..n-1) lies
+    stage_of: dict[fx.Node, int]  # forward node -> its stage (1..n)
+    crossing: tuple[tuple[fx.Node, ...], ...]  # per boundary 1..n-1 (index i-1): values to save
+    pinned: frozenset[object]  # storages never tracked
+
+    def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
+        """The values to save for a plan: the checkpoints' crossing values, and the base plan's
+        saved values in the last segment, or outside every stage (inputs, parameters)."""
+        cps = sorted(checkpoints)
+        last_start = cps[-1] + 1 if cps else 1
+        out: dict[fx.Node, None] = {}
+        for c in cps:
+            out.update(dict.fromkeys(self.crossing[c - 1]))
+        for node in base_saved:
+            if self.stage_of.get(node, last_start) >= last_start:
+                out[node] = None
+        return list(out)
+
+
+def linearize(jg: JointGraph, base_saved: Iterable[fx.Node]) -> Linearization:
+    forward = jg.forward
+    pos = {node: k for k, node in enumerate(forward)}
+    facts = jg.facts
+
+    # Allocation position and last forward use of every storage allocated by the forward.
+    born: dict[object, int] = {}
+    last_use: dict[object, int] = {}
+    for k, node in enumerate(forward):
+        reach = max((pos.get(u, -1) for u in node.users), default=-1)
+        for key in facts[node].storages:
+            born.setdefault(key, k)
+            last_use[key] = max(last_use.get(key, k), reach)
+    external = {key for p in jg.primals for key in facts[p].storages}
+    for key in external:
+        born.pop(key, None)
+
+    pinned = _pinned(jg, born)
+    tracked = [key for key in born if key not in pinned]
+
+    # Count tracked storages crossing each boundary with a difference array, then name them.
+    delta = [0] * (len(forward) + 1)
+    for key in tracked:
+        if last_use[key] > born[key]:
+            delta[born[key]] += 1
+            delta[last_use[key]] -= 1
+    candidates, running = [], 0
+    for k in range(len(forward) - 1):
+        running += delta[k]
+        if running == 1:
+            candidates.append(k)
+    crossing_key = {}
+    for key in tracked:  # each candidate has exactly one tracked storage crossing it
+        for k in candidates[bisect.bisect_left(candidates, born[key]) : bisect.bisect_left(candidates, last_use[key])]:
+            crossing_key[k] = key
+    boundaries: list[int] = []
+    for k in candidates:
+        if boundaries and crossing_key[boundaries[-1]] == crossing_key[k]:
+            boundaries[-1] = k  # same storage: keep the later boundary
+        else:
+            boundaries.append(k)
+
+    n = len(boundaries) + 1
+    stage_of: dict[fx.Node, int] = {}
+    stage = 1
+    for k, node in enumerate(forward):
+        stage_of[node] = stage
+        if stage <= len(boundaries) and k == boundaries[stage - 1]:
+            stage += 1
+
+    storage_stage = {key: stage_of[forward[k]] for key, k in born.items()}
+    saved = [0] * n
+    largest = [0] * n
+    cost = [0.0] * n
+    counted = set()
+    for node in base_saved:
+        for key in facts[node].storages:
+            if key in storage_stage and key not in pinned and key not in counted:
+                counted.add(key)
+                saved[storage_stage[key] - 1] += jg.storage_bytes[key]
+    for key, st in storage_stage.items():
+        largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
+    for node in forward:
+        cost[stage_of[node] - 1] += facts[node].cost
+
+    output = [0] + [jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]
+    transient = [output[i + 1] + largest[i] for i in range(n)]
+    crossing: list[list[fx.Node]] = [[] for _ in boundaries]
+    for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
+        if key in jg.storage_owner:
+            for i in range(bisect.bisect_left(boundaries, k0), bisect.bisect_left(boundaries, last_use[key])):
+                crossing[i].append(jg.storage_owner[key])
+    chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
+    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), frozenset(pinned))
+
+
+def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:
+    facts = jg.facts
+    largest = max((jg.storage_bytes[k] for k in born), default=0)
+    pinned = {k for k in born if jg.storage_bytes[k] <= max(SMALL_BYTES, largest // SMALL_FRACTION)}
+    for out in jg.fwd_outputs:
+        pinned.update(facts[out].storages)
+    # Values computed from parameters and constants alone (no data input flows into them).
+    data_dependent = set(jg.primals) - set(jg.static_inputs)
+    for node in jg.forward:
+        if any(arg in data_dependent for arg in node.all_input_nodes):
+            data_dependent.add(node)
+        elif facts[node].role is Role.FORWARD:
+            pinned.update(k for k in facts[node].storages if k in born)
+    return pinned

@@ -1,0 +1,138 @@
+"""The liveness-aware memory model: the peak bytes of a forward + backward pair, as it will run.
+
+Invariant: :func:`simulate` replays both graphs node by node, exactly as FX's generated code and
+AOTAutograd's boxed runtime execute them: a node's new storages are allocated when it runs, and
+a storage is freed right after the last use of the last node that refers to it (views share their
+base's storage, so an alias is never counted twice and keeps its base alive).  Nothing is freed
+before its last use.  What survives each phase:
+
+* forward inputs (parameters, user inputs) belong to the caller and are never counted;
+* forward outputs (user outputs and saved values) survive the forward; user outputs are held by
+  the caller through the backward, saved values die at their last backward use;
+* tangents are allocated when the backward starts; gradients (backward outputs) live to the end.
+
+It works on any partition (fxremat's or PyTorch's), so both are measured with the same ruler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from . import _torch
+
+__all__ = ["Timeline", "simulate"]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Bytes alive after each node runs (its outputs allocated, its inputs not yet freed)."""
+
+    labels: tuple[str, ...]  # node names, forward then backward
+    bytes_alive: tuple[int, ...]
+    forward_steps: int  # labels[:forward_steps] are forward nodes
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.bytes_alive, default=0)
+
+    @property
+    def peak_step(self) -> int:
+        return max(range(len(self.bytes_alive)), key=self.bytes_alive.__getitem__, default=0)
+
+    @property
+    def forward_peak_bytes(self) -> int:
+        return max(self.bytes_alive[: self.forward_steps], default=0)
+
+
+def _tensors(val) -> list[torch.Tensor]:
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [t for v in val for t in _tensors(v)]
+    return []
+
+
+def _storages(node: fx.Node) -> list[tuple[object, int]]:
+    return [(_torch.storage_key(t), _torch.storage_nbytes(t)) for t in _tensors(node.meta.get("val"))]
+
+
+class _Replay:
+    """Reference counts of storages by live node; a storage is freed when its count drops to 0."""
+
+    def __init__(self, external: set):
+        self.external = external  # storages owned by the caller: never counted
+        self.refs: dict[object, int] = {}
+        self.size: dict[object, int] = {}
+        self.alive = 0
+        self.labels: list[str] = []
+        self.trace: list[int] = []
+
+    def hold(self, node: fx.Node) -> None:
+        for key, nbytes in _storages(node):
+            if key in self.external:
+                continue
+            if self.refs.get(key, 0) == 0:
+                self.size[key] = nbytes
+                self.alive += nbytes
+            self.refs[key] = self.refs.get(key, 0) + 1
+
+    def release(self, node: fx.Node) -> None:
+        for key, _ in _storages(node):
+            if key in self.external:
+                continue
+            self.refs[key] -= 1
+            if self.refs[key] == 0:
+                self.alive -= self.size[key]
+
+    def run(self, graph: fx.Graph, held_from_before: dict[str, fx.Node]) -> None:
+        """Replay ``graph``; placeholders named in ``held_from_before`` are already held."""
+        nodes = [n for n in graph.nodes if n.op != "output"]
+        output = graph.find_nodes(op="output")[0]
+        returned = {a.name for a in output.all_input_nodes}
+        last_use: dict[fx.Node, fx.Node] = {}
+        for node in nodes:
+            for arg in node.all_input_nodes:
+                last_use[arg] = node
+        dies_after: dict[fx.Node, list[fx.Node]] = {}
+        for value, user in last_use.items():
+            dies_after.setdefault(user, []).append(value)
+        for node in nodes:
+            if node.op == "placeholder":
+                if node.name not in held_from_before:
+                    self.hold(node)
+            else:
+                self.hold(node)
+            self.labels.append(node.name)
+            self.trace.append(self.alive)
+            for value in dies_after.get(node, ()):
+                if value.name not in returned:
+                    self.release(value)
+            if node not in last_use and node.name not in returned:
+                self.release(node)  # never used: dies at once
+
+
+def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int) -> Timeline:
+    """Replay a forward/backward pair and return the timeline of bytes alive."""
+    fw_placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
+    external = {key for n in fw_placeholders for key, _ in _storages(n)}
+    replay = _Replay(external)
+    replay.run(fw.graph, held_from_before={n.name: n for n in fw_placeholders})
+    forward_steps = len(replay.labels)
+
+    fw_outputs = [o for o in fw.graph.find_nodes(op="output")[0].args[0] if isinstance(o, fx.Node)]
+    saved = {o.name: o for o in fw_outputs[num_fwd_outputs:]}
+    # Hand-over: each returned node still holds its storages.  User outputs stay held by the
+    # caller for the whole backward (one extra reference if the same value is also saved); a
+    # saved value's reference passes to its backward placeholder, which drops it at last use.
+    for node in fw_outputs[:num_fwd_outputs]:
+        if node.name in saved:
+            replay.hold(node)
+    bw_placeholders = {n.name for n in bw.graph.nodes if n.op == "placeholder"}
+    for name, node in saved.items():
+        if name not in bw_placeholders:
+            replay.release(node)  # returned by the forward but unused by the backward
+    replay.run(bw.graph, held_from_before={n: saved[n] for n in bw_placeholders if n in saved})
+    return Timeline(tuple(replay.labels), tuple(replay.trace), forward_steps)
