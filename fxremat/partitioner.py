@@ -222,19 +222,16 @@ def _recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModul
     for node in nodes:
         if node.op == "placeholder":
             emitted.add(node)
-            order.append(node)
+    output = bw.graph.find_nodes(op="output")[0]
     for node in nodes:
         if node.op != "placeholder" and not is_recompute[node]:
-            emit(node)
-    if len(order) != len(nodes):  # recomputed values nothing uses: keep them (DCE already ran)
-        order.extend(n for n in nodes if n not in emitted)
-        order.sort(key=lambda n: n.op == "output")
-    graph = fx.Graph(owning_module=bw, tracer_cls=bw.graph._tracer_cls)
-    graph._codegen = bw.graph._codegen
-    env: dict[fx.Node, fx.Node] = {}
+            for root in output.all_input_nodes if node is output else (node,):
+                emit(root)
     for node in order:
-        env[node] = graph.node_copy(node, lambda n: env[n])
-    return fx.GraphModule(bw, graph, class_name=type(bw).__name__)
+        output.prepend(node)
+    bw.graph.lint()
+    bw.recompile()
+    return bw
 
 
 def _with_time(report: PartitionReport, seconds: float) -> PartitionReport:
