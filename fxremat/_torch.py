@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import operator
 from typing import Any
 
 import torch
@@ -35,6 +34,7 @@ def _need(module: str, name: str) -> Any:
 _partitioners = "torch._functorch.partitioners"
 classify_nodes = _need(_partitioners, "classify_nodes")
 min_cut_rematerialization_partition = _need(_partitioners, "min_cut_rematerialization_partition")
+default_partition = _need(_partitioners, "default_partition")
 _extract_fwd_bwd_modules = _need(_partitioners, "_extract_fwd_bwd_modules")
 is_primal = _need(_partitioners, "_is_primal")
 is_tangent = _need(_partitioners, "_is_tangent")

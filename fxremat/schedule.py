@@ -1,0 +1,55 @@
+"""Placement of recomputation in the backward: segment by segment, right before it is needed.
+
+Invariant: :func:`recompute_just_in_time` only reorders (never adds or removes) nodes, keeps a
+topological order, keeps every backward node in its original relative order, and emits each
+recomputed forward node right before the first node that needs it.
+"""
+
+from __future__ import annotations
+
+import torch.fx as fx
+
+from .analysis import JointGraph, Role
+
+__all__ = ["recompute_just_in_time"]
+
+
+def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModule:
+    """Reorder the backward so each recomputed value is computed right before its first use.
+
+    Extraction puts all recomputation first (joint order), which would rebuild every segment at
+    once.  Emitting a recomputed node only when a backward node needs it rebuilds one segment
+    right before its own backward runs; FX's frees then drop it right after.
+    """
+    forward_names = {n.name for n, f in jg.facts.items() if f.role is Role.FORWARD}
+    nodes = list(bw.graph.nodes)
+    is_recompute = {n: n.op == "call_function" and n.name in forward_names for n in nodes}
+    order: list[fx.Node] = []
+    emitted: set[fx.Node] = set()
+
+    def emit(root: fx.Node) -> None:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in emitted:
+                continue
+            if expanded:
+                emitted.add(node)
+                order.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((a, False) for a in reversed(node.all_input_nodes) if a not in emitted)
+
+    for node in nodes:
+        if node.op == "placeholder":
+            emitted.add(node)
+    output = bw.graph.find_nodes(op="output")[0]
+    for node in nodes:
+        if node.op != "placeholder" and not is_recompute[node]:
+            for root in output.all_input_nodes if node is output else (node,):
+                emit(root)
+    for node in order:
+        output.prepend(node)
+    bw.graph.lint()
+    bw.recompile()
+    return bw
