@@ -24,10 +24,11 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
     save (instead of recomputing) every value whose recomputation would go through a banned node."""
     saved_set = dict.fromkeys(saved)
     facts = jg.facts
+    position = {n: i for i, n in enumerate(jg.module.graph.nodes)}  # deterministic order
     while True:
         recomputed, inputs_read = _recomputed_nodes(jg, saved_set)
-        saved_set.update(dict.fromkeys(inputs_read))
-        banned = [n for n in recomputed if facts[n].recompute_ban is not None]
+        saved_set.update(dict.fromkeys(sorted(inputs_read, key=position.__getitem__)))
+        banned = sorted((n for n in recomputed if facts[n].recompute_ban is not None), key=position.__getitem__)
         if not banned:
             return list(saved_set)
         before = len(saved_set)

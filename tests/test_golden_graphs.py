@@ -110,7 +110,7 @@ class TestGoldenGraphs(TestCase):
         torch.manual_seed(0)
         self.assertExpectedInline(plan_of(MLP(), torch.randn(256, 16)), """\
 chosen: fxremat; stages: 8; checkpoints: (4,)
-saved: tanh_1, primals_3, primals_4, primals_6, primals_8, tanh_2, detach_4, primals_2, primals_1
+saved: tanh_1, primals_3, primals_4, primals_6, primals_8, tanh_2, detach_4, primals_1, primals_2
 --- forward
 inputs: primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, primals_8, primals_9
 t = t.default(primals_1)
@@ -127,9 +127,9 @@ addmm_3 = addmm.default(primals_9, tanh_2, t_3)
 tanh_3 = tanh.default(addmm_3)
 detach_3 = detach.default(tanh_3)
 detach_4 = detach.default(detach_3)
-return (tanh_3, tanh_1, primals_3, primals_4, primals_6, primals_8, tanh_2, detach_4, primals_2, primals_1)
+return (tanh_3, tanh_1, primals_3, primals_4, primals_6, primals_8, tanh_2, detach_4, primals_1, primals_2)
 --- backward
-inputs: tanh_1, primals_3, primals_4, primals_6, primals_8, tanh_2, detach_4, primals_2, primals_1, tangents_1
+inputs: tanh_1, primals_3, primals_4, primals_6, primals_8, tanh_2, detach_4, primals_1, primals_2, tangents_1
 tanh_backward = tanh_backward.default(tangents_1, detach_4)
 t_3 = t.default(primals_8)
 t_4 = t.default(t_3)
