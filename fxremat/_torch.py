@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 from typing import Any
 
 import torch
@@ -128,7 +129,10 @@ def mutated_primals(joint: fx.GraphModule, primals: tuple[fx.Node, ...]) -> set[
 # -- partitioning helpers --------------------------------------------------------------------
 def min_cut(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
     """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets."""
-    return min_cut_rematerialization_partition(copy.deepcopy(joint), joint_inputs, **kwargs)
+    with warnings.catch_warnings():  # deepcopy of pytree specs warns about a deprecation in torch
+        warnings.simplefilter("ignore", FutureWarning)
+        joint_copy = copy.deepcopy(joint)
+    return min_cut_rematerialization_partition(joint_copy, joint_inputs, **kwargs)
 
 
 def saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> list[str]:

@@ -10,7 +10,8 @@ so the block is one stage.  Runs of boundaries crossed by the same storage keep 
 
 Not tracked ("pinned"), because keeping them costs nothing extra or too little to matter:
 storages the forward returns (the caller holds them anyway), storages derived only from
-parameters and constants, and small storages (at most 1/64 of the largest, or 4 KiB).  A pinned
+parameters and constants, and small storages (at most 1/16 of the median forward storage, or
+4 KiB; the median, not the largest, so one huge logits tensor cannot make activations small).  A pinned
 storage that crosses a chosen checkpoint is saved with it.
 
 Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
@@ -34,7 +35,7 @@ from .chain import Chain
 __all__ = ["Linearization", "linearize"]
 
 SMALL_BYTES = 4096
-SMALL_FRACTION = 64
+SMALL_FRACTION = 16
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,9 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node]) -> Linearization:
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:
     facts = jg.facts
-    largest = max((jg.storage_bytes[k] for k in born), default=0)
-    pinned = {k for k in born if jg.storage_bytes[k] <= max(SMALL_BYTES, largest // SMALL_FRACTION)}
+    sizes = sorted(jg.storage_bytes[k] for k in born)
+    median = sizes[len(sizes) // 2] if sizes else 0
+    pinned = {k for k in born if jg.storage_bytes[k] <= max(SMALL_BYTES, median // SMALL_FRACTION)}
     for out in jg.fwd_outputs:
         pinned.update(facts[out].storages)
     # Values computed from parameters and constants alone (no data input flows into them).

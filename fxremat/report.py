@@ -1,0 +1,410 @@
+"""``fxremat.explain``: compile a model once with fxremat and report what it planned, and why.
+
+:func:`explain` runs one training step (forward + backward) of a model through
+``torch.compile(backend=fxremat.make_backend(compiler="eager", ...))`` with the on-disk caches
+disabled (a cache hit would skip the partitioner), collects the partitioner's
+:class:`~fxremat.partitioner.PartitionReport` for every compiled graph, and returns them in a
+frozen :class:`Report` that prints as a table, serialises to JSON and plots the predicted memory
+timeline of fxremat's partition next to PyTorch's min-cut partition.
+
+Every number is a *prediction* of fxremat's memory model (:func:`fxremat.memory.simulate`, the
+same ruler for both partitions), not a measurement.  matplotlib is needed only for
+:meth:`Report.plot` (``pip install 'fxremat[plot]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch._dynamo
+import torch._functorch.config
+import torch._inductor.config
+
+from .memory import Timeline
+from .options import Options
+from .partitioner import BudgetError, PartitionReport, last_reports
+
+__all__ = ["explain", "Report"]
+
+_MIB = 2**20
+_PLOT_HELP = "pip install 'fxremat[plot]'"
+
+
+# ------------------------------------------------------------------------------ the report
+@dataclass(frozen=True)
+class Report:
+    """What fxremat planned for each graph of one compiled training step.
+
+    Attributes:
+        model: a name for the model (title of the printout and the plot).
+        solver, memory_budget: the options the graphs were planned with.
+        graphs: one :class:`~fxremat.PartitionReport` per graph the partitioner planned, in
+            compilation order (several when Dynamo breaks the model into several graphs).
+        warnings: messages of the graphs that fell back to PyTorch's partitioner because
+            planning failed; such a graph has no entry in ``graphs``.
+        seconds: wall time of the whole compile + forward + backward.
+    """
+
+    model: str
+    solver: str
+    memory_budget: int | float | None
+    graphs: tuple[PartitionReport, ...]
+    warnings: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    # -- text ----------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        n = len(self.graphs)
+        lines = [
+            f"fxremat explain: {self.model}",
+            f"solver={self.solver}  memory_budget={self.memory_budget!r}  compiler=eager  "
+            f"{n} graph{'s' if n != 1 else ''} planned  ({self.seconds:.1f} s for compile + forward + backward)",
+        ]
+        for i, r in enumerate(self.graphs):
+            lines.append("")
+            lines.extend(self._graph_lines(i, r))
+        if self.warnings:
+            lines.append("")
+            lines.append(f"warnings: {len(self.warnings)} graph(s) fell back to PyTorch's partitioner (not listed above):")
+            lines.extend(f"  {w}" for w in self.warnings)
+        lines.append("")
+        lines.append(
+            "Peaks are predictions, not measurements.  'whole step': fxremat's replay of both graphs, node by\n"
+            "node (everything the step allocates; the same ruler for both partitions).  'chain model': only the\n"
+            "activations fxremat plans over, the objective its solver minimises and memory_budget constrains."
+        )
+        return "\n".join(lines)
+
+    def _graph_lines(self, i: int, r: PartitionReport) -> list[str]:
+        mc = r.min_cut.peak_bytes
+        nr = r.chain_no_recompute_peak
+        out = [f"graph {i + 1} of {len(self.graphs)}: chose {r.chosen} ({r.reason})"]
+        out.append(f"  {'stages found':<18}{r.stages} ({max(r.stages - 1, 0)} boundaries where the forward can be cut)")
+        if r.plan is None:
+            out.append(f"  {'checkpoints':<18}none (no plan)")
+        else:
+            cps = r.plan.checkpoints
+            shown = ", ".join(map(str, cps)) if cps else "none (everything saved)"
+            out.append(f"  {'checkpoints':<18}{len(cps)}: {shown}" if cps else f"  {'checkpoints':<18}{shown}")
+            out.append(f"  {'values saved':<18}{len(r.saved)} (forward -> backward)")
+        fx = r.fxremat.peak_bytes if r.fxremat is not None else None
+        fx_text = f"{_mib(fx):>11}   {_ratio(fx, mc)} min-cut" if fx is not None else f"{'-':>11}   (no plan)"
+        out.append(f"  {'predicted peak':<18}{'fxremat':<19}{fx_text}")
+        out.append(f"  {' (whole step)':<18}{'min-cut (PyTorch)':<19}{_mib(mc):>11}")
+        if r.plan is not None:
+            plan_peak = r.plan.peak_bytes
+            out.append(
+                f"  {'chain model':<18}{'fxremat plan':<19}{_mib(plan_peak):>11}   {_ratio(plan_peak, nr)} no recomputation"
+            )
+        out.append(f"  {' (activations)' if r.plan is not None else 'chain model':<18}{'no recomputation':<19}{_mib(nr):>11}")
+        if r.plan is not None:
+            share = r.plan.recompute_cost / r.forward_cost if r.forward_cost else 0.0
+            unused = "" if r.chosen == "fxremat" else " (plan not used)"
+            out.append(
+                f"  {'recompute':<18}{100 * share:.0f}% of one forward "
+                f"({_flop(r.plan.recompute_cost)} of {_flop(r.forward_cost)}){unused}"
+            )
+        out.append(f"  {'budget':<18}{_budget_text(self.solver, self.memory_budget, nr)}")
+        out.append(f"  {'planning time':<18}{r.seconds:.2f} s")
+        return out
+
+    # -- json ----------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict: options, and per graph the plan, the peaks and both timelines."""
+        return {
+            "model": self.model,
+            "solver": self.solver,
+            "memory_budget": self.memory_budget,
+            "compiler": "eager",
+            "seconds": self.seconds,
+            "warnings": list(self.warnings),
+            "graphs": [_graph_json(i, r, self) for i, r in enumerate(self.graphs)],
+        }
+
+    # -- plot ----------------------------------------------------------------------------------
+    def plot(self, path: str | Path) -> Path:
+        """Draw the predicted memory timelines of fxremat and min-cut to ``path`` (PNG, SVG, ...).
+
+        One panel per graph.  The two partitions run different numbers of nodes, so x is the
+        position within each phase: the forward spans [0, 1], the backward [1, 2], and the
+        forward/backward boundary is the dashed line at x = 1 for both.  Needs matplotlib.
+        """
+        try:
+            from matplotlib.figure import Figure
+        except ImportError as exc:
+            raise RuntimeError(f"Report.plot needs matplotlib, which is not installed: {_PLOT_HELP}") from exc
+        if not self.graphs:
+            raise ValueError("nothing to plot: no graph was planned" + (
+                f" ({len(self.warnings)} fell back to PyTorch's partitioner)" if self.warnings else ""))
+        n = len(self.graphs)
+        fig = Figure(figsize=(11, 4.2 * n + 0.8), layout="constrained")
+        axes = fig.subplots(n, 1, squeeze=False)[:, 0]
+        for i, (ax, r) in enumerate(zip(axes, self.graphs)):
+            _plot_graph(ax, i, n, r, self)
+        title = "fxremat vs PyTorch's min-cut: predicted memory over one training step"
+        fig.suptitle(title + "\n" + textwrap.shorten(self.model, 110), fontsize=12)
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        return path
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / _MIB:.2f} MiB"
+
+
+def _flop(x: float) -> str:
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} FLOP"
+
+
+def _ratio(a: int, b: int) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def _budget_text(solver: str, budget: int | float | None, no_recompute_peak: int) -> str:
+    if budget is None:
+        return "none (least peak, then least recomputation)"
+    nbytes = Options(solver, budget).budget_bytes(no_recompute_peak)
+    if isinstance(budget, float):
+        return f"{_mib(nbytes)} ({budget:g} x the no-recomputation peak; least recomputation within it)"
+    return f"{_mib(nbytes)} ({budget} bytes; least recomputation within it)"
+
+
+def _timeline_json(t: Timeline | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {
+        "labels": list(t.labels),
+        "bytes_alive": list(t.bytes_alive),
+        "forward_steps": t.forward_steps,
+        "peak_bytes": t.peak_bytes,
+        "peak_step": t.peak_step,
+    }
+
+
+def _graph_json(i: int, r: PartitionReport, rep: Report) -> dict[str, Any]:
+    budget = None if rep.memory_budget is None else Options(rep.solver, rep.memory_budget).budget_bytes(
+        r.chain_no_recompute_peak)
+    return {
+        "index": i,
+        "chosen": r.chosen,
+        "reason": r.reason,
+        "stages": r.stages,
+        "plan": None if r.plan is None else {
+            "checkpoints": list(r.plan.checkpoints),
+            "chain_peak_bytes": r.plan.peak_bytes,
+            "recompute_cost": r.plan.recompute_cost,
+            "recompute_share": r.plan.recompute_cost / r.forward_cost if r.forward_cost else 0.0,
+        },
+        "forward_cost": r.forward_cost,
+        "budget_bytes": budget,
+        "predicted_peak_bytes": {
+            "chosen": r.predicted_peak_bytes,
+            "fxremat": r.fxremat.peak_bytes if r.fxremat is not None else None,
+            "min_cut": r.min_cut.peak_bytes,
+            "no_recompute_chain": r.chain_no_recompute_peak,
+        },
+        "saved": list(r.saved),
+        "seconds": r.seconds,
+        "timelines": {"fxremat": _timeline_json(r.fxremat), "min_cut": _timeline_json(r.min_cut)},
+    }
+
+
+def _phase_points(t: Timeline) -> tuple[list[float], list[float]]:
+    """(x, MiB) of the steps to draw: the forward spread over (0, 1], the backward over (1, 2].
+
+    Each phase starts with its graph's placeholders, which allocate nothing (the forward's
+    inputs belong to the caller, the backward's saved values are already alive), so the leading
+    steps that leave the bytes alive unchanged are not drawn: x runs over the phase's work.
+    """
+    ys = t.bytes_alive
+    f = t.forward_steps
+
+    def kept(lo: int, hi: int, level: int) -> range:
+        k = lo
+        while k < hi - 1 and ys[k] == level:
+            k += 1
+        return range(k, hi)
+
+    fw = kept(0, f, 0)
+    bw = kept(f, len(ys), ys[f]) if len(ys) > f else range(0)
+    xs = [0.0] + [(j + 1) / len(fw) for j in range(len(fw))] + [1 + (j + 1) / len(bw) for j in range(len(bw))]
+    vals = [0.0] + [ys[k] / _MIB for k in fw] + [ys[k] / _MIB for k in bw]
+    return xs, vals
+
+
+def _plot_graph(ax, i: int, n: int, r: PartitionReport, rep: Report) -> None:
+    series = [("fxremat", r.fxremat, "tab:blue", 3, 8), ("min-cut (PyTorch)", r.min_cut, "tab:orange", 2, 24)]
+    top = max(t.peak_bytes for _, t, _, _, _ in series if t is not None) / _MIB
+    for name, t, color, z, dy in series:
+        if t is None:
+            continue
+        xs, ys = _phase_points(t)
+        f, b = t.forward_steps, len(t.bytes_alive) - t.forward_steps
+        ax.plot(xs, ys, color=color, lw=1.6, zorder=z, label=f"{name}: {f} forward + {b} backward nodes")
+        peak = max(range(1, len(ys)), key=ys.__getitem__)
+        px, py = xs[peak], ys[peak]
+        ax.plot([px], [py], "o", color=color, ms=6, zorder=z + 2)
+        left = px > 1.5  # keep the label inside the axes
+        ax.annotate(
+            f"{name.split()[0]} peak {py:.2f} MiB", (px, py), xytext=(-12 if left else 12, dy),
+            textcoords="offset points", ha="right" if left else "left", va="bottom", color=color, fontsize=9,
+            fontweight="bold", arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8}, zorder=z + 2,
+        )
+    if rep.memory_budget is not None:
+        budget = Options(rep.solver, rep.memory_budget).budget_bytes(r.chain_no_recompute_peak) / _MIB
+        ax.axhline(budget, color="tab:red", ls="--", lw=1, label=f"memory budget, on the chain model ({budget:.2f} MiB)")
+        top = max(top, budget)
+    ax.axvline(1.0, color="black", ls="--", lw=1.2)
+    phases = ax.secondary_xaxis("top")
+    phases.set_xticks([0.5, 1.0, 1.5], labels=["forward", "forward | backward boundary", "backward"])
+    phases.tick_params(length=0, labelsize=10)
+    ax.set_xlim(0, 2)
+    ax.set_ylim(0, top * 1.3 if top > 0 else 1)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2])
+    ax.set_xticklabels(["0%", "25%", "50%", "75%", "100% | 0%", "25%", "50%", "75%", "100%"])
+    ax.set_xlabel("progress through each phase (share of its nodes run; inputs not drawn): forward | backward")
+    ax.set_ylabel("bytes alive (MiB)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    head = f"graph {i + 1} of {n}: " if n > 1 else ""
+    fx_peak = r.fxremat.peak_bytes if r.fxremat is not None else None
+    vs = f"fxremat {_ratio(fx_peak, r.min_cut.peak_bytes)} min-cut's peak" if fx_peak is not None else "no fxremat plan"
+    cps = len(r.plan.checkpoints) if r.plan is not None else 0
+    ax.set_title(f"{head}{r.stages} stages, {cps} checkpoint{'' if cps == 1 else 's'}; chose {r.chosen}; {vs}",
+                 fontsize=11)
+
+
+# ------------------------------------------------------------------------------ explain
+class _Collect(logging.Handler):
+    """Keeps the messages of fxremat's fallback warnings while :func:`explain` runs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "falling back" in msg:
+            self.messages.append(msg)
+
+
+def _loss(out: Any) -> torch.Tensor | None:
+    from torch.utils._pytree import tree_leaves
+
+    terms = [
+        t.float().sum()
+        for t in tree_leaves(out)
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad
+    ]
+    return sum(terms[1:], terms[0]) if terms else None
+
+
+def _budget_error(exc: BaseException) -> BaseException | None:
+    """The :class:`BudgetError` in ``exc``'s cause/context chain (Dynamo wraps backend errors)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, BudgetError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@contextlib.contextmanager
+def _restore_state(model: Any):
+    """Leave an ``nn.Module``'s gradients and buffers (e.g. BatchNorm statistics) as they were."""
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    params = [p for p in model.parameters()]
+    grads = [p.grad for p in params]
+    for p in params:
+        p.grad = None  # the step's gradients accumulate into fresh tensors, the old ones stay intact
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield
+    finally:
+        for p, g in zip(params, grads):
+            p.grad = g
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+def explain(
+    model: torch.nn.Module | Callable[..., Any],
+    *example_inputs: Any,
+    solver: str = "linear",
+    memory_budget: int | float | None = None,
+    name: str | None = None,
+) -> Report:
+    """Compile ``model`` with fxremat, run one forward + backward, and report each graph's plan.
+
+    Args:
+        model: an ``nn.Module`` (or a function) whose output contains at least one floating
+            tensor that requires grad; the loss is the sum of ``.float().sum()`` of those.
+        example_inputs: the positional inputs of one step.
+        solver, memory_budget: as in :func:`fxremat.make_backend` (validated before compiling;
+            a bad value raises ``ValueError`` naming what is allowed).
+        name: the model's name in the printout and the plot (default: its class name).
+
+    Returns a :class:`Report`.  Raises :class:`fxremat.BudgetError` (unwrapped from Dynamo's
+    ``BackendCompilerFailed``) if ``memory_budget`` is below the smallest peak any plan reaches.
+
+    Side effects: resets Dynamo (``torch._dynamo.reset()``) before and after, so other compiled
+    functions recompile on their next call; disables the FX-graph and AOTAutograd caches while it
+    runs; restores the module's gradients and buffers afterwards (inputs it mutates stay mutated).
+    """
+    from .backend import make_backend
+
+    Options(solver, memory_budget)  # validate before any compile work
+    backend = make_backend(solver, memory_budget, compiler="eager")
+    if name is None:
+        name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", repr(model))
+    collect = _Collect()
+    logger = logging.getLogger("fxremat")
+    torch._dynamo.reset()
+    last_reports(clear=True)
+    start = time.perf_counter()
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
+            stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
+            stack.enter_context(_restore_state(model))
+            logger.addHandler(collect)
+            stack.callback(logger.removeHandler, collect)
+            compiled = torch.compile(model, backend=backend)
+            try:
+                loss = _loss(compiled(*example_inputs))
+                if loss is None:
+                    raise ValueError(
+                        "explain needs a training step: no floating-point output of the model requires "
+                        "grad (check requires_grad on its parameters and inputs, and torch.no_grad())"
+                    )
+                loss.backward()
+            except Exception as exc:
+                budget = _budget_error(exc)
+                if budget is not None:
+                    raise budget from None
+                raise
+        seconds = time.perf_counter() - start
+        reports = tuple(last_reports(clear=True))
+    finally:
+        torch._dynamo.reset()
+    if not reports and not collect.messages:
+        raise RuntimeError(
+            "fxremat planned no graph: nothing reached the partitioner (was the step served from a cache, "
+            "or did every graph run without autograd?)"
+        )
+    return Report(name, solver, Options(solver, memory_budget).memory_budget, reports,
+                  tuple(collect.messages), seconds)
