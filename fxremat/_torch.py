@@ -126,6 +126,16 @@ def mutated_primals(joint: fx.GraphModule, primals: tuple[fx.Node, ...]) -> set[
     return mutated
 
 
+def input_mutation_outputs(gm: fx.GraphModule) -> list[bool]:
+    """For each output of a forward (or joint) graph: does it carry a mutated input's new value?
+
+    AOTAutograd's runtime copies such values into the inputs right after the forward and drops
+    them, so they do not stay alive like the user's outputs.
+    """
+    descs = gm.graph.find_nodes(op="output")[0].meta.get("desc") or ()
+    return [_InputMutationAOTOutput is not None and isinstance(d, _InputMutationAOTOutput) for d in descs]
+
+
 # -- partitioning helpers --------------------------------------------------------------------
 def min_cut(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
     """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets."""

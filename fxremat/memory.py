@@ -8,10 +8,15 @@ before its last use.  What survives each phase:
 
 * forward inputs (parameters, user inputs) belong to the caller and are never counted;
 * forward outputs (user outputs and saved values) survive the forward; user outputs are held by
-  the caller through the backward, saved values die at their last backward use;
+  the caller through the backward, saved values die at their last backward use, and new values
+  of mutated inputs are copied into the inputs and dropped at the hand-over;
 * tangents are allocated when the backward starts; gradients (backward outputs) live to the end.
 
-It works on any partition (fxremat's or PyTorch's), so both are measured with the same ruler.
+Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
+the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
+backward and batch norm's backward, whose CPU kernels reorder their operands; measured on torch
+2.13's oneDNN).  It works on any partition (fxremat's or PyTorch's), so both are measured with
+the same ruler.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ __all__ = ["Timeline", "simulate"]
 
 @dataclass(frozen=True)
 class Timeline:
-    """Bytes alive after each node runs (its outputs allocated, its inputs not yet freed)."""
+    """Bytes alive while each node runs: its outputs allocated, its inputs not yet freed, plus
+    the scratch its kernel uses inside the op (``scratch``, already included)."""
 
     labels: tuple[str, ...]  # node names, forward then backward
     bytes_alive: tuple[int, ...]
     forward_steps: int  # labels[:forward_steps] are forward nodes
+    scratch: tuple[int, ...] = ()  # the part of bytes_alive[i] that is in-kernel scratch
 
     @property
     def peak_bytes(self) -> int:
@@ -41,6 +48,12 @@ class Timeline:
     @property
     def peak_step(self) -> int:
         return max(range(len(self.bytes_alive)), key=self.bytes_alive.__getitem__, default=0)
+
+    @property
+    def between_ops_peak_bytes(self) -> int:
+        """The peak counting tensors only (what is alive between two ops)."""
+        scratch = self.scratch or (0,) * len(self.bytes_alive)
+        return max((a - s for a, s in zip(self.bytes_alive, scratch)), default=0)
 
     @property
     def forward_peak_bytes(self) -> int:
@@ -53,6 +66,26 @@ def _tensors(val) -> list[torch.Tensor]:
     if isinstance(val, (tuple, list)):
         return [t for v in val for t in _tensors(v)]
     return []
+
+
+def _nbytes(arg) -> int:
+    val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
+    return _torch.hint(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
+def scratch_bytes(node: fx.Node) -> int:
+    """Bytes a kernel allocates and frees inside the op: operand reorders of CPU convolution
+    (input + weight), its backward (grad_output + input + weight) and batch norm's backward
+    (one input-sized temporary); 0 for every other op."""
+    packet = getattr(node.target, "overloadpacket", None)
+    aten = torch.ops.aten
+    if packet is aten.convolution:
+        return _nbytes(node.args[0]) + _nbytes(node.args[1])
+    if packet is aten.convolution_backward:
+        return _nbytes(node.args[0]) + _nbytes(node.args[1]) + _nbytes(node.args[2])
+    if packet is aten.native_batch_norm_backward:
+        return _nbytes(node.args[1])
+    return 0
 
 
 def _storages(node: fx.Node) -> list[tuple[object, int]]:
@@ -69,6 +102,7 @@ class _Replay:
         self.alive = 0
         self.labels: list[str] = []
         self.trace: list[int] = []
+        self.scratch: list[int] = []
 
     def hold(self, node: fx.Node) -> None:
         for key, nbytes in _storages(node):
@@ -106,7 +140,8 @@ class _Replay:
             else:
                 self.hold(node)
             self.labels.append(node.name)
-            self.trace.append(self.alive)
+            self.scratch.append(scratch_bytes(node))
+            self.trace.append(self.alive + self.scratch[-1])
             for value in dies_after.get(node, ()):
                 if value.name not in returned:
                     self.release(value)
@@ -127,12 +162,15 @@ def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int) -> Ti
     # Hand-over: each returned node still holds its storages.  User outputs stay held by the
     # caller for the whole backward (one extra reference if the same value is also saved); a
     # saved value's reference passes to its backward placeholder, which drops it at last use.
-    for node in fw_outputs[:num_fwd_outputs]:
+    mutation = _torch.input_mutation_outputs(fw)
+    for i, node in enumerate(fw_outputs[:num_fwd_outputs]):
         if node.name in saved:
             replay.hold(node)
+        if i < len(mutation) and mutation[i]:
+            replay.release(node)  # copied into the mutated input, then dropped
     bw_placeholders = {n.name for n in bw.graph.nodes if n.op == "placeholder"}
     for name, node in saved.items():
         if name not in bw_placeholders:
             replay.release(node)  # returned by the forward but unused by the backward
     replay.run(bw.graph, held_from_before={n: saved[n] for n in bw_placeholders if n in saved})
-    return Timeline(tuple(replay.labels), tuple(replay.trace), forward_steps)
+    return Timeline(tuple(replay.labels), tuple(replay.trace), forward_steps, tuple(replay.scratch))

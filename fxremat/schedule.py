@@ -22,10 +22,18 @@ def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModule
     right before its own backward runs; FX's frees then drop it right after.
     """
     forward_names = {n.name for n, f in jg.facts.items() if f.role is Role.FORWARD}
-    nodes = list(bw.graph.nodes)
-    is_recompute = {n: n.op == "call_function" and n.name in forward_names for n in nodes}
+
+    def is_recompute(node: fx.Node) -> bool:
+        return node.op == "call_function" and node.name in forward_names
+
+    # Recomputation nothing needs is dropped (extraction's DCE keeps dead random ops when
+    # Inductor's fallback_random is on; rerunning them would also advance the RNG).
+    for node in reversed(list(bw.graph.nodes)):
+        if is_recompute(node) and not node.users:
+            bw.graph.erase_node(node)
+
     order: list[fx.Node] = []
-    emitted: set[fx.Node] = set()
+    emitted = {n for n in bw.graph.nodes if n.op == "placeholder"}
 
     def emit(root: fx.Node) -> None:
         stack = [(root, False)]
@@ -40,14 +48,12 @@ def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModule
             stack.append((node, True))
             stack.extend((a, False) for a in reversed(node.all_input_nodes) if a not in emitted)
 
-    for node in nodes:
-        if node.op == "placeholder":
-            emitted.add(node)
     output = bw.graph.find_nodes(op="output")[0]
-    for node in nodes:
-        if node.op != "placeholder" and not is_recompute[node]:
-            for root in output.all_input_nodes if node is output else (node,):
-                emit(root)
+    for node in list(bw.graph.nodes):
+        if node.op == "placeholder" or is_recompute(node):
+            continue
+        for root in output.all_input_nodes if node is output else (node,):
+            emit(root)
     for node in order:
         output.prepend(node)
     bw.graph.lint()
