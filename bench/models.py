@@ -24,6 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fxremat.demo import BasicBlock  # the residual block shared by the demo, the zoo and the bench
 
 __all__ = ["Case", "Built", "MODELS", "make_case", "default_depths"]
 
@@ -62,21 +63,6 @@ class Case:
 
 
 # ------------------------------------------------------------------------------- ResNet (CIFAR)
-
-
-class BasicBlock(nn.Module):
-    """conv3x3-BN-ReLU-conv3x3-BN + identity, then ReLU."""
-
-    def __init__(self, c: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(self.bn2(self.conv2(y)) + x)
 
 
 def build_resnet(depth: int, channels: int, image: int, batch: int, classes: int = 10) -> Built:

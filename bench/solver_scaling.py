@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(args.seed)
     ns = [n for e in range(2, 7) for n in (10**e, 3 * 10**e) if n <= args.max_n]
     print(f"# solver scaling on {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    print(f"| n | solve_linear (s) | solve_dp (s) | same plan |")
-    print(f"|---:|---:|---:|:---:|")
+    print("| n | solve_linear (s) | solve_dp (s) | same plan |")
+    print("|---:|---:|---:|:---:|")
     linear_points = []
     for n in ns:
         chain = random_chain(n, rng)

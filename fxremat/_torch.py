@@ -62,6 +62,15 @@ def check_supported() -> None:
 
 
 # -- sizes and storages ----------------------------------------------------------------------
+def tensors_in(val: Any) -> list[torch.Tensor]:
+    """The (fake) tensors in a node's ``meta["val"]``, flattening tuples and lists."""
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [t for v in val for t in tensors_in(v)]
+    return []
+
+
 def hint(x: Any, fallback: int = 4096) -> int:
     """A concrete int for a possibly symbolic size (its hint), without adding guards."""
     if isinstance(x, int):

@@ -71,14 +71,6 @@ class JointGraph:
         return self.facts[node]
 
 
-def _tensors(val) -> list[torch.Tensor]:
-    if isinstance(val, torch.Tensor):
-        return [val]
-    if isinstance(val, (tuple, list)):
-        return [t for v in val for t in _tensors(v)]
-    return []
-
-
 def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
     """A rough FLOP count: matmuls and convolutions by their shapes, everything else by size."""
     numel = sum(_torch.hint(t.numel()) for t in out)
@@ -138,7 +130,7 @@ def _zero_dropout(node: fx.Node, target: torch._ops.OpOverload) -> bool:
 
 
 def _storage_keys(node: fx.Node) -> tuple[object, ...]:
-    return tuple(_torch.storage_key(t) for t in _tensors(node.meta.get("val")))
+    return tuple(_torch.storage_key(t) for t in _torch.tensors_in(node.meta.get("val")))
 
 
 def analyze(
@@ -156,7 +148,7 @@ def analyze(
     mutated = frozenset(_torch.mutated_primals(joint, primals))
     output = graph.find_nodes(op="output")[0]
     fwd_outputs = tuple(
-        o for o in output.args[0][:num_fwd_outputs] if isinstance(o, fx.Node) and _tensors(o.meta.get("val"))
+        o for o in output.args[0][:num_fwd_outputs] if isinstance(o, fx.Node) and _torch.tensors_in(o.meta.get("val"))
     )
 
     mutated_storages = {s for p in mutated for s in _storage_keys(p)}
@@ -165,7 +157,7 @@ def analyze(
     storage_owner: dict[object, fx.Node] = {}
     forward = []
     for node in graph.nodes:
-        tensors = _tensors(node.meta.get("val"))
+        tensors = _torch.tensors_in(node.meta.get("val"))
         keys = tuple(_torch.storage_key(t) for t in tensors)
         alloc = 0
         for key, t in zip(keys, tensors):

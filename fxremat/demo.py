@@ -10,12 +10,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["ResidualCNN", "make_demo", "DEMO_NAME"]
+__all__ = ["BasicBlock", "ResidualCNN", "make_demo", "DEMO_NAME"]
 
 DEMO_NAME = "demo: residual CNN, 16 blocks with BatchNorm, 32 channels, 32x32 images, batch 8"
 
 
-class _Block(nn.Module):
+class BasicBlock(nn.Module):
     """conv-BN-ReLU-conv-BN + identity skip, then ReLU."""
 
     def __init__(self, c: int) -> None:
@@ -36,7 +36,7 @@ class ResidualCNN(nn.Module):
     def __init__(self, blocks: int = 16, channels: int = 32, classes: int = 10) -> None:
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU())
-        self.blocks = nn.Sequential(*[_Block(channels) for _ in range(blocks)])
+        self.blocks = nn.Sequential(*[BasicBlock(channels) for _ in range(blocks)])
         self.head = nn.Linear(channels, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -60,14 +60,6 @@ class Timeline:
         return max(self.bytes_alive[: self.forward_steps], default=0)
 
 
-def _tensors(val) -> list[torch.Tensor]:
-    if isinstance(val, torch.Tensor):
-        return [val]
-    if isinstance(val, (tuple, list)):
-        return [t for v in val for t in _tensors(v)]
-    return []
-
-
 def _nbytes(arg) -> int:
     val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
     return _torch.hint(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0
@@ -89,7 +81,7 @@ def scratch_bytes(node: fx.Node) -> int:
 
 
 def _storages(node: fx.Node) -> list[tuple[object, int]]:
-    return [(_torch.storage_key(t), _torch.storage_nbytes(t)) for t in _tensors(node.meta.get("val"))]
+    return [(_torch.storage_key(t), _torch.storage_nbytes(t)) for t in _torch.tensors_in(node.meta.get("val"))]
 
 
 class _Replay:

@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fxremat.demo import BasicBlock  # the residual block shared by the demo, the zoo and the bench
 
 
 
@@ -40,21 +41,6 @@ def _mlp(width: int, layers: int, dropout: float = 0.0) -> nn.Sequential:
             if dropout:
                 mods.append(nn.Dropout(p=dropout))
     return nn.Sequential(*mods)
-
-
-class BasicBlock(nn.Module):
-    """conv-BN-ReLU-conv-BN + identity skip, then ReLU."""
-
-    def __init__(self, c: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(self.bn2(self.conv2(y)) + x)
 
 
 def _resnet(blocks: int, channels: int) -> nn.Sequential:
