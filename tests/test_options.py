@@ -1,0 +1,47 @@
+"""Bad options fail early with a message that says what is allowed (and, for budgets, what is feasible)."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxremat
+from fxremat.options import Options
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(solver="foo"), r"unknown solver 'foo'; expected one of \['chen', 'dp', 'linear'\]"),
+        (dict(memory_budget=-1), r"memory_budget must be None .* got -1"),
+        (dict(memory_budget=1.5), r"float fraction in \(0, 1\] .* got 1.5"),
+        (dict(memory_budget=0.0), r"got 0.0"),
+        (dict(memory_budget="1GB"), r"got '1GB'"),
+        (dict(memory_budget=True), r"got True"),
+        (dict(compiler="tvm"), r"unknown compiler 'tvm'; expected one of \['inductor', 'eager'\]"),
+    ],
+)
+def test_make_backend_rejects_bad_options(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        fxremat.make_backend(**kwargs)
+
+
+def test_options_are_frozen_and_keyed():
+    a, b = Options(memory_budget=0.5), Options(memory_budget=1 << 20)
+    assert a.cache_key() != b.cache_key()
+    assert fxremat.FxrematPartitioner(a).uuid() != fxremat.FxrematPartitioner(b).uuid()
+    with pytest.raises(Exception):
+        a.solver = "dp"
+
+
+def test_infeasible_budget_names_the_smallest_feasible_peak():
+    torch._dynamo.reset()
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh()) for _ in range(6)])
+    compiled = torch.compile(model, backend=fxremat.make_backend(memory_budget=1, compiler="eager"))
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        with pytest.raises(Exception) as info:
+            compiled(torch.randn(256, 64)).sum().backward()
+    # torch.compile wraps backend errors in BackendCompilerFailed; the message reaches the user whole.
+    text = str(info.value)
+    assert "BudgetError: fxremat: memory_budget=1: budget_bytes=1 is infeasible" in text
+    assert "the smallest peak any plan reaches is 327680 bytes (0.31 MiB)" in text
+    torch._dynamo.reset()
