@@ -116,12 +116,19 @@ def mutated_primals(joint: fx.GraphModule, primals: tuple[fx.Node, ...]) -> set[
     mutated = set()
     output = joint.graph.find_nodes(op="output")[0]
     descs = output.meta.get("desc") or ()
+    by_desc = {p.meta["desc"]: p for p in primals if p.meta.get("desc") is not None}
     if _InputMutationAOTOutput is not None:
         for desc in descs:
             if isinstance(desc, _InputMutationAOTOutput):
+                # The mutated input may be a plain input or a synthetic base of aliased inputs
+                # (ViewBaseAOTInput): match the primal carrying the same descriptor.
+                primal = by_desc.get(desc.mutated_input)
                 idx = getattr(desc.mutated_input, "idx", None)
-                if idx is not None and idx < len(primals):
-                    mutated.add(primals[idx])
+                if primal is None and idx is not None and idx < len(primals):
+                    primal = primals[idx]
+                if primal is None:
+                    raise NotImplementedError(f"cannot find the input mutated by {desc}")
+                mutated.add(primal)
     primal_set = set(primals)
     for node in joint.graph.nodes:
         target = node.target

@@ -12,7 +12,9 @@ What is decided here:
 * bytes: the storage each tensor lives in (views share their base's storage, so aliases are
   never double counted) and the bytes a node newly allocates; symbolic sizes use their hints;
 * recomputability: a forward node may not be recomputed if it is random, mutates or reads a
-  mutated input, is effectful or a collective, is impure, or a checkpoint policy says MUST_SAVE.
+  mutated input, is effectful or a collective, is impure, is a custom (non-aten, non-prims) op or
+  a higher-order op (whose hidden state or subgraphs we cannot vouch for), or a checkpoint policy
+  says MUST_SAVE.
 """
 
 from __future__ import annotations
@@ -108,8 +110,12 @@ def _recompute_ban(node: fx.Node, mutated_storages: set) -> str | None:
             return "collective"
         if target._schema.is_mutable:
             return "mutates an input"
-    elif target is not operator.getitem and _torch.is_effectful(node):
+        if target.namespace not in _BUILTIN_NAMESPACES:
+            return f"custom op {target.namespace}::{target._schema.name.split('::')[-1]} (its purity is unknown)"
+    elif _torch.is_effectful(node):
         return "effectful op"
+    elif isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher-order op {target.name()} (its subgraphs are not inspected)"
     if target is not operator.getitem and node.is_impure():
         return "impure op"
     for arg in node.all_input_nodes:
@@ -118,6 +124,9 @@ def _recompute_ban(node: fx.Node, mutated_storages: set) -> str | None:
         if any(s in mutated_storages for s in storages):
             return f"reads {arg.name}, an input the forward mutates"
     return None
+
+
+_BUILTIN_NAMESPACES = frozenset({"aten", "prims"})
 
 
 def _zero_dropout(node: fx.Node, target: torch._ops.OpOverload) -> bool:
