@@ -12,18 +12,26 @@ RNG seed; the loss weights every floating output with fixed random weights), the
   would recompute a node fxremat bans (e.g. a random op), fxremat must not return it and may then
   predict a higher peak than that (incorrect) plan.
 
-Two configurations: the product (``make_backend()``, least peak) and *forced* (fxremat's own plan
+Three configurations: the product (``make_backend()``, least peak); *forced* (fxremat's own plan
 used even where it predicts no gain over min-cut, see ``fuzz_models.force_fxremat_plan``; solvers
-linear, dp and chen), which exercises planning on graphs this small.
+linear, dp and chen), which exercises planning on graphs this small; and the product with every
+output that eager lets the user edit in place (one autograd did not save) edited with ``add_(1)``
+before the backward: fxremat must not save, and recompute from, a tensor the caller may change.
+
+A mismatch that PyTorch's own min-cut partitioner shows too, through the same pipeline, is a
+PyTorch problem (seen: ``native_dropout_backward``'s eager decomposition returning strides a later
+``view`` rejects; float32 reductions ordered differently from eager; min-cut saving a returned
+tensor): it is reported, not counted against fxremat.
 
 Profiles:
 
 * fast (CI, default): Hypothesis with ``derandomize=True`` (reproducible), ``FAST_PRODUCT`` +
-  ``FAST_FORCED`` graphs, about three minutes on a 2-core CPU; a failure is shrunk to a minimal
-  program and printed as a one-line ``Program(...)`` repro;
+  ``FAST_FORCED`` + ``FAST_MUTATED`` graphs, under three minutes on a 2-core CPU; a failure is
+  shrunk to a minimal program and printed as a one-line ``Program(...)`` repro;
 * long: ``FXREMAT_FUZZ_LONG=N`` (or ``--fuzz-long[=N]``, see tests/conftest_fuzz.py; N defaults to
   2000) runs N graphs drawn from ``random.Random(FXREMAT_FUZZ_SEED + i)`` (seed default 0), each in
-  both configurations, and reports every mismatch with its seed instead of stopping at the first.
+  all three configurations, and reports every mismatch with its seed instead of stopping at the
+  first; rerun one with ``check_program(draw_program(RandomDrawer(seed)))``.
   ``FXREMAT_FUZZ_REPORT=path.json`` also writes the summary there.
 """
 
@@ -56,6 +64,7 @@ pytest_plugins = ["conftest_fuzz"]
 TOL = dict(rtol=1e-4, atol=1e-4)
 FAST_PRODUCT = 150
 FAST_FORCED = 150
+FAST_MUTATED = 60
 SOLVERS = ("linear", "dp", "chen")
 UNSAFE_MIN_CUT = "min-cut would recompute"  # the partitioner's reason when min-cut's plan is wrong
 
@@ -78,8 +87,10 @@ def _loss(out: Any) -> torch.Tensor:
     return sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
 
 
-def _step(program: Program, backend: Any | None, forced: bool = False):
-    """One seeded step; returns outputs, grads (by name), reports and fxremat warnings."""
+def _step(program: Program, backend: Any | None, forced: bool = False, mutate: tuple[int, ...] = ()):
+    """One seeded step; returns outputs, grads (by name), reports and fxremat warnings.  The outputs
+    numbered in ``mutate`` are edited in place (``add_(1)`` under no_grad) after the forward, before
+    the loss and the backward, as a user may do with a returned tensor autograd did not save."""
     model = build_model(program)
     x = make_input(program)
     handler = _Warnings()
@@ -92,10 +103,13 @@ def _step(program: Program, backend: Any | None, forced: bool = False):
         with force_fxremat_plan() if forced else contextlib.nullcontext():
             torch.manual_seed(program.seed + 2)
             out = fn(x)
+            outs = [o.detach().clone() for o in (out if isinstance(out, tuple) else (out,))]
+            with torch.no_grad():
+                for i in mutate:
+                    (out if isinstance(out, tuple) else (out,))[i].add_(1)
             _loss(out).backward()
     finally:
         logger.removeHandler(handler)
-    outs = [o.detach() for o in (out if isinstance(out, tuple) else (out,))]
     grads = {name: p.grad for name, p in model.named_parameters()}
     grads["input"] = x.grad
     return outs, grads, fxremat.last_reports(clear=True), handler.messages
@@ -112,11 +126,12 @@ def _mismatch(name: str, actual: torch.Tensor | None, expected: torch.Tensor | N
     return None
 
 
-def _problems(program: Program, backend: Any, expected: tuple, *, forced: bool = False) -> tuple[list[str], list]:
+def _problems(program: Program, backend: Any, expected: tuple, *, forced: bool = False,
+              mutate: tuple[int, ...] = ()) -> tuple[list[str], list]:
     """What is wrong with one compiled step compared with eager's ``expected`` (outputs, grads)."""
     e_outs, e_grads = expected
     try:
-        outs, grads, reports, warned = _step(program, backend, forced=forced)
+        outs, grads, reports, warned = _step(program, backend, forced=forced, mutate=mutate)
     except Exception as exc:  # noqa: BLE001 - a crash is a finding too; report it with the program
         return [f"compile/run raised {type(exc).__name__}: {str(exc)[:300]}"], []
     finally:
@@ -131,8 +146,37 @@ def _problems(program: Program, backend: Any, expected: tuple, *, forced: bool =
     return problems, reports
 
 
-def check_program(program: Program, *, forced: bool = False, solver: str = "linear") -> dict:
+def mutable_outputs(program: Program) -> tuple[int, ...]:
+    """The outputs eager lets the user edit in place before the backward (those autograd did not
+    save: editing a saved one raises at backward), all together; () if there are none.
+
+    Outputs that alias the input are left alone: editing one edits the input, a separate hazard
+    (tests/test_hazards.py::test_user_mutates_input_after_forward)."""
+    def eager_ok(mutate: tuple[int, ...]) -> bool:
+        try:
+            _step(program, None, mutate=mutate)
+        except RuntimeError:
+            return False
+        return True
+
+    x = make_input(program)
+    torch.manual_seed(program.seed + 2)
+    out = build_model(program)(x)
+    outs = out if isinstance(out, tuple) else (out,)
+    input_storage = x.untyped_storage().data_ptr()
+    own = [i for i, o in enumerate(outs) if o.untyped_storage().data_ptr() != input_storage]
+    candidates = tuple(i for i in own if eager_ok((i,)))
+    return candidates if candidates and eager_ok(candidates) else ()
+
+
+def check_program(program: Program, *, forced: bool = False, solver: str = "linear",
+                  mutate_outputs: bool = False) -> dict:
     """Compare one program compiled by fxremat with eager.
+
+    With ``mutate_outputs``, every output eager lets the user edit in place (:func:`mutable_outputs`)
+    is edited before the backward in both runs: fxremat must not save (and recompute from) a tensor
+    the caller may change, so it must still agree with eager, and must not raise where eager does
+    not (``mutated`` counts the edited outputs; 0: nothing to check beyond the plain comparison).
 
     Returns ``status``: "ok"; "fxremat" (fxremat is wrong, PyTorch's min-cut through the same pipeline
     is right: a finding); or "pytorch" (min-cut fails as well: a PyTorch problem, e.g. its eager
@@ -140,8 +184,10 @@ def check_program(program: Program, *, forced: bool = False, solver: str = "line
     fxremat's to fix, reported separately), with the ``problems`` and fxremat's ``reports``.
     """
     with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
-        e_outs, e_grads, _, _ = _step(program, None)
-        problems, reports = _problems(program, make_backend(solver, compiler="eager"), (e_outs, e_grads), forced=forced)
+        mutate = mutable_outputs(program) if mutate_outputs else ()
+        e_outs, e_grads, _, _ = _step(program, None, mutate=mutate)
+        problems, reports = _problems(program, make_backend(solver, compiler="eager"), (e_outs, e_grads),
+                                      forced=forced, mutate=mutate)
         if not forced:
             for r in reports:
                 if r.predicted_peak_bytes > r.min_cut.peak_bytes and not r.reason.startswith(UNSAFE_MIN_CUT):
@@ -149,10 +195,11 @@ def check_program(program: Program, *, forced: bool = False, solver: str = "line
                         f"predicted peak {r.predicted_peak_bytes} above min-cut's {r.min_cut.peak_bytes} ({r.reason})")
         status, min_cut_problems = "ok", []
         if problems:
-            min_cut_problems, _ = _problems(program, min_cut_backend(compiler="eager"), (e_outs, e_grads))
+            min_cut_problems, _ = _problems(program, min_cut_backend(compiler="eager"), (e_outs, e_grads), mutate=mutate)
             status = "pytorch" if min_cut_problems else "fxremat"
     return {
         "status": status,
+        "mutated": len(mutate),
         "problems": problems,
         "min_cut_problems": min_cut_problems,
         "reports": [(r.chosen, r.stages, tuple(r.plan.checkpoints) if r.plan else ()) for r in reports],
@@ -194,6 +241,19 @@ def test_fuzz_forced_plan(data):
         note(f"PyTorch's own pipeline fails on this program too: {result['min_cut_problems']}")
     assume(result["status"] != "pytorch")
     assert result["status"] == "ok", _fail_message(program, result, f"forced, solver={solver}")
+
+
+@settings(max_examples=FAST_MUTATED, **FAST_SETTINGS)
+@given(st.data())
+def test_fuzz_user_edits_outputs(data):
+    """The product, with every output eager lets the user edit in place edited before the backward."""
+    program = draw_program(HypothesisDrawer(data))
+    note(repr(program))
+    result = check_program(program, mutate_outputs=True)
+    if result["status"] == "pytorch":
+        note(f"PyTorch's own pipeline fails on this program too: {result['min_cut_problems']}")
+    assume(result["status"] != "pytorch")
+    assert result["status"] == "ok", _fail_message(program, result, f"product, {result['mutated']} outputs edited")
 
 
 def test_programs_are_deterministic():
@@ -240,21 +300,25 @@ def test_fuzz_long(request):
     start = time.perf_counter()
     failures: list[dict] = []
     pytorch_failures: list[dict] = []
-    stats = {"graphs": 0, "product_chose_fxremat": 0, "forced_recomputed": 0, "float64": 0, "dropout": 0}
+    stats = {"graphs": 0, "product_chose_fxremat": 0, "forced_recomputed": 0, "outputs_edited": 0, "float64": 0,
+             "dropout": 0}
     for i in range(count):
         seed = base + i
         program = draw_program(RandomDrawer(seed))
         solver = SOLVERS[i % len(SOLVERS)]
         for config, result in (("product", check_program(program)),
-                               (f"forced/{solver}", check_program(program, forced=True, solver=solver))):
+                               (f"forced/{solver}", check_program(program, forced=True, solver=solver)),
+                               ("product, outputs edited", check_program(program, mutate_outputs=True))):
             if result["status"] == "fxremat":
                 failures.append({"seed": seed, "config": config, "program": repr(program), **result})
             elif result["status"] == "pytorch":
                 pytorch_failures.append({"seed": seed, "config": config, "program": repr(program), **result})
             if config == "product":
                 stats["product_chose_fxremat"] += any(c == "fxremat" for c, _, _ in result["reports"])
-            else:
+            elif config.startswith("forced"):
                 stats["forced_recomputed"] += any(cps for _, _, cps in result["reports"])
+            else:
+                stats["outputs_edited"] += result["mutated"] > 0
         stats["graphs"] += 1
         stats["float64"] += program.dtype == "float64"
         stats["dropout"] += any(op.kind == "dropout" for op in program.ops)

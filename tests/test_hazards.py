@@ -736,9 +736,10 @@ def test_several_outputs_and_no_grad_inputs(config):
     check_hazard(lambda: (ManyOutputs(), (x64(), (torch.rand(64, 64) > 0.5).float())), config)
 
 
-def _user_mutates_outputs(via_data: bool):
+def _user_mutates_outputs(config: Config, *, via_data: bool, dropout: bool = False):
     """Eager: mutating a returned activation in place after the forward is legal when autograd did
-    not save it (a Linear's output feeding tanh is not saved: tanh saves its own output)."""
+    not save it (a Linear's output feeding tanh is not saved: tanh saves its own output), also when
+    the returned activation is a dropout output (dropout saves its mask, tanh its own output)."""
 
     class ReturnsActivations(nn.Module):
         def __init__(self) -> None:
@@ -749,6 +750,8 @@ def _user_mutates_outputs(via_data: bool):
             pre = []
             for block in self.blocks:
                 y = block.fc1(x)
+                if dropout:
+                    y = F.dropout(y, 0.2, training=True)
                 pre.append(y)
                 x = x + block.fc2(torch.tanh(y))
             return x, *pre
@@ -757,14 +760,16 @@ def _user_mutates_outputs(via_data: bool):
         model, (x,) = build(lambda: (ReturnsActivations(), (x64(),)))
         torch._dynamo.reset()
         fn = model if config.backend is None else torch.compile(model, backend=config.backend("eager"))
-        out, *pre = fn(x)
-        for y in pre:
-            if via_data:
-                y.data.mul_(0)
-            else:
-                with torch.no_grad():
-                    y.mul_(0)
-        out.pow(2).sum().backward()
+        with force_fxremat_plan() if config.forced else contextlib.nullcontext():
+            torch.manual_seed(5)
+            out, *pre = fn(x)
+            for y in pre:
+                if via_data:
+                    y.data.mul_(0)
+                else:
+                    with torch.no_grad():
+                        y.mul_(0)
+            out.pow(2).sum().backward()
         return x.grad
 
     try:  # a broken reference must fail the test outright, even under an xfail(raises=...) mark
@@ -772,15 +777,94 @@ def _user_mutates_outputs(via_data: bool):
         torch.testing.assert_close(step(MIN_CUT), expected, **EXACT)
     except Exception as exc:  # noqa: BLE001
         pytest.fail(f"the reference itself failed (eager or min-cut): {type(exc).__name__}: {exc}")
-    torch.testing.assert_close(step(FXREMAT), expected, **VS_EAGER)
+    torch.testing.assert_close(step(config), expected, **VS_EAGER)
 
 
-def test_user_mutates_returned_activation_in_place():
-    _user_mutates_outputs(via_data=False)
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_user_mutates_returned_activation_in_place(config):
+    _user_mutates_outputs(config, via_data=False)
 
 
-def test_user_mutates_returned_activation_through_data():
-    _user_mutates_outputs(via_data=True)
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_user_mutates_returned_activation_through_data(config):
+    _user_mutates_outputs(config, via_data=True)
+
+
+_RETURNED_DROPOUT_BUG = (
+    "fxremat saves a returned dropout output (random, so banned from recomputation, and the caller "
+    "holds it anyway) and recomputes tanh(y) from it in the backward; eager and min-cut save tanh(y) "
+    "and the mask, not y. linearize no longer makes a returned storage a checkpoint, but "
+    "close_over_bans still saves the returned random value and recomputes its consumers from it.")
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_RETURNED_DROPOUT_BUG + (
+    " After the user's in-place edit of y, autograd's version check raises 'modified by an inplace "
+    "operation' (eager and min-cut run fine)."))
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_user_mutates_returned_dropout_output_in_place(config):
+    _user_mutates_outputs(config, via_data=False, dropout=True)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_RETURNED_DROPOUT_BUG + (
+    " Through .data (no version bump) the input grad is silently wrong (max abs error ~8)."))
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_user_mutates_returned_dropout_output_through_data(config):
+    _user_mutates_outputs(config, via_data=True, dropout=True)
+
+
+class ScaledInput(nn.Module):
+    """``x * 2`` first (a scalar multiply saves nothing), then blocks: eager saves ``x * 2`` for the
+    first Linear's weight grad, never ``x`` itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = Deep(64, 6, act=F.gelu)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x * 2)
+
+
+def _user_mutates_input(config: Config, *, via_data: bool) -> None:
+    def step(config: Config) -> dict[str, torch.Tensor]:
+        model, (x,) = build(lambda: (ScaledInput(), (x64(),)))
+        torch._dynamo.reset()
+        fn = model if config.backend is None else torch.compile(model, backend=config.backend("eager"))
+        with force_fxremat_plan() if config.forced else contextlib.nullcontext():
+            out = fn(x)
+            if via_data:
+                x.data.add_(1)
+            else:
+                with torch.no_grad():
+                    x.add_(1)  # e.g. an input buffer reused before the backward
+            out.pow(2).sum().backward()
+        return {n: p.grad for n, p in model.named_parameters()}
+
+    try:  # a broken reference must fail the test outright, even under an xfail(raises=...) mark
+        expected = step(EAGER)
+        torch.testing.assert_close(step(MIN_CUT), expected, **EXACT)
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"the reference itself failed (eager or min-cut): {type(exc).__name__}: {exc}")
+    torch.testing.assert_close(step(config), expected, **VS_EAGER)
+
+
+_INPUT_SAVED_BUG = (
+    "fxremat saves a user input that eager and min-cut do not save (it treats inputs as free to keep, "
+    "'held by the caller') and recomputes x * 2 from it in the backward; the caller editing the "
+    "input between forward and backward, legal in eager here, then breaks the step.")
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_INPUT_SAVED_BUG + (
+    " With a version bump autograd raises 'modified by an inplace operation' (eager and min-cut run)."))
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_user_mutates_input_after_forward(config):
+    _user_mutates_input(config, via_data=False)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_INPUT_SAVED_BUG + (
+    " Through .data (no version bump) the parameter grads are silently wrong (max abs error ~600)."))
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_user_mutates_input_through_data_after_forward(config):
+    _user_mutates_input(config, via_data=True)
 
 
 # ---------------------------------------------------------------------- dynamic shapes
