@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fxremat.demo import BasicBlock  # the residual block shared by the demo, the zoo and the bench
+from fxremat.demo import BasicBlock, GPTBlock  # blocks shared by the demo, the zoo and the bench
 
 __all__ = ["Case", "Built", "MODELS", "make_case", "default_depths"]
 
@@ -128,28 +128,6 @@ class Embed(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.tok(idx) + self.pos[: idx.shape[1]]
-
-
-class GPTBlock(nn.Module):
-    """Pre-LN: x + proj(attn(ln1(x))); x + fc2(gelu(fc1(ln2(x)))); causal SDPA."""
-
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, 4 * d)
-        self.fc2 = nn.Linear(4 * d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 def build_gpt(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int) -> Built:

@@ -220,6 +220,38 @@ def eager_decompositions() -> dict:
     return get_decompositions([aten._native_batch_norm_legit_functional, aten.native_batch_norm])
 
 
+def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any):
+    """Inductor's ``compile_fx`` with ``partitioner`` as its ``custom_partitioner_fn``."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, config_patches={"custom_partitioner_fn": partitioner})
+
+
+def compile_without_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any):
+    """AOTAutograd with ``partitioner`` and no-op compilers that free inputs at last use."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    def boxed_nop(graph: fx.GraphModule, _inputs: list) -> Any:
+        return boxed_freeing_call(graph)
+
+    return aot_autograd(
+        fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=partitioner, decompositions=eager_decompositions()
+    )(gm, example_inputs)
+
+
+def caches_disabled():
+    """A context turning off the on-disk FX-graph and AOTAutograd caches (a hit skips the partitioner)."""
+    import contextlib
+
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+    stack.enter_context(inductor_config.patch(fx_graph_cache=False))
+    return stack
+
+
 def activation_memory_budget(budget: float | None):
     """A context setting min-cut's ``activation_memory_budget`` (no-op for None)."""
     import contextlib

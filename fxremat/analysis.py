@@ -50,7 +50,6 @@ class NodeFacts:
 
     role: Role
     storages: tuple[object, ...]  # storage keys of the tensors this node's value lives in
-    alloc_bytes: int  # bytes of the storages this node allocates itself (0 for views)
     cost: float  # estimated forward cost (FLOPs) of running the node once
     recompute_ban: str | None  # why the node must not be recomputed; None if it may be
 
@@ -68,9 +67,6 @@ class JointGraph:
     facts: Mapping[fx.Node, NodeFacts]
     storage_bytes: Mapping[object, int]  # every storage key -> its size in bytes
     storage_owner: Mapping[object, fx.Node]  # the first tensor-valued node that allocates it
-
-    def fact(self, node: fx.Node) -> NodeFacts:
-        return self.facts[node]
 
 
 def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
@@ -96,7 +92,7 @@ def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
     return float(numel)
 
 
-def _recompute_ban(node: fx.Node, mutated_storages: set) -> str | None:
+def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_storages: set) -> str | None:
     if node.op != "call_function":
         return None if node.op == "get_attr" else f"{node.op} node"
     target = node.target
@@ -118,10 +114,8 @@ def _recompute_ban(node: fx.Node, mutated_storages: set) -> str | None:
         return f"higher-order op {target.name()} (its subgraphs are not inspected)"
     if target is not operator.getitem and node.is_impure():
         return "impure op"
-    for arg in node.all_input_nodes:
-        key = arg.meta.get(META_KEY)
-        storages = key.storages if key is not None else _storage_keys(arg)
-        if any(s in mutated_storages for s in storages):
+    for arg in node.all_input_nodes:  # args come first in graph order: their facts exist
+        if any(s in mutated_storages for s in facts[arg].storages):
             return f"reads {arg.name}, an input the forward mutates"
     return None
 
@@ -136,10 +130,6 @@ def _zero_dropout(node: fx.Node, target: torch._ops.OpOverload) -> bool:
             value = node.args[i] if i < len(node.args) else node.kwargs.get(spec.name, spec.default_value)
             return isinstance(value, (int, float)) and value == 0
     return False
-
-
-def _storage_keys(node: fx.Node) -> tuple[object, ...]:
-    return tuple(_torch.storage_key(t) for t in _torch.tensors_in(node.meta.get("val")))
 
 
 def analyze(
@@ -160,7 +150,7 @@ def analyze(
         o for o in output.args[0][:num_fwd_outputs] if isinstance(o, fx.Node) and _torch.tensors_in(o.meta.get("val"))
     )
 
-    mutated_storages = {s for p in mutated for s in _storage_keys(p)}
+    mutated_storages = {_torch.storage_key(t) for p in mutated for t in _torch.tensors_in(p.meta.get("val"))}
     facts: dict[fx.Node, NodeFacts] = {}
     storage_bytes: dict[object, int] = {}
     storage_owner: dict[object, fx.Node] = {}
@@ -168,17 +158,14 @@ def analyze(
     for node in graph.nodes:
         tensors = _torch.tensors_in(node.meta.get("val"))
         keys = tuple(_torch.storage_key(t) for t in tensors)
-        alloc = 0
         for key, t in zip(keys, tensors):
             if key not in storage_bytes:
                 storage_bytes[key] = _torch.storage_nbytes(t)
-                alloc += storage_bytes[key]
             if key not in storage_owner and isinstance(node.meta.get("val"), torch.Tensor):
                 storage_owner[key] = node
         if node.op == "placeholder":
             role = Role.STATIC_INPUT if node in static else Role.TANGENT if node in tangents else (
                 Role.INPUT if node in primals else Role.OTHER)
-            alloc = 0
         elif node.op == "output":
             role = Role.OTHER
         elif info.is_required_fw(node):
@@ -188,8 +175,8 @@ def analyze(
             role = Role.FORWARD  # needs no tangent, only the backward uses it: forward-computable
         else:
             role = Role.BACKWARD
-        ban = _recompute_ban(node, mutated_storages) if role is Role.FORWARD else None
-        facts[node] = NodeFacts(role, keys, alloc, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
+        ban = _recompute_ban(node, facts, mutated_storages) if role is Role.FORWARD else None
+        facts[node] = NodeFacts(role, keys, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
         node.meta[META_KEY] = facts[node]
     return JointGraph(
         module=joint,

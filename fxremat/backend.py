@@ -72,20 +72,8 @@ class _Backend:
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         if self.compiler == "inductor":
-            from torch._inductor.compile_fx import compile_fx
-
-            return compile_fx(gm, example_inputs, config_patches={"custom_partitioner_fn": self.partitioner})
-        from torch._dynamo.backends.common import aot_autograd
-
-        def boxed_nop(graph: fx.GraphModule, _inputs: list[Any]) -> Callable:
-            return _torch.boxed_freeing_call(graph)
-
-        return aot_autograd(
-            fw_compiler=boxed_nop,
-            bw_compiler=boxed_nop,
-            partition_fn=self.partitioner,
-            decompositions=_torch.eager_decompositions(),
-        )(gm, example_inputs)
+            return _torch.compile_with_inductor(gm, example_inputs, self.partitioner)
+        return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)
 
     def __repr__(self) -> str:
         return f"<torch.compile backend: {self.partitioner!r}, compiler={self.compiler!r}>"

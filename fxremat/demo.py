@@ -2,6 +2,8 @@
 
 A 16-block residual CNN with BatchNorm (32 channels, 32x32 images, batch 8, fp32, CPU): deep
 enough that checkpointing pays off clearly, small enough to compile without Inductor in seconds.
+Its residual block and a pre-LN GPT block are also the building blocks of the test zoo and the
+benchmark models, so all three measure the same layers.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["BasicBlock", "ResidualCNN", "make_demo", "DEMO_NAME"]
+__all__ = ["BasicBlock", "GPTBlock", "ResidualCNN", "make_demo", "DEMO_NAME"]
 
 DEMO_NAME = "demo: residual CNN, 16 blocks with BatchNorm, 32 channels, 32x32 images, batch 8"
 
@@ -28,6 +30,28 @@ class BasicBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
         return F.relu(self.bn2(self.conv2(y)) + x)
+
+
+class GPTBlock(nn.Module):
+    """Pre-LN GPT block: x + attn(ln1(x)); x + mlp(ln2(x)); causal SDPA (shared with the zoo and the bench)."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 class ResidualCNN(nn.Module):

@@ -45,7 +45,6 @@ class Linearization:
     boundaries: tuple[int, ...]  # forward position after which boundary i (1..n-1) lies
     stage_of: dict[fx.Node, int]  # forward node -> its stage (1..n)
     crossing: tuple[tuple[fx.Node, ...], ...]  # per boundary 1..n-1 (index i-1): values to save
-    pinned: frozenset[object]  # storages never tracked
 
     def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
         """The values to save for a plan: the checkpoints' crossing values, and the base plan's
@@ -137,7 +136,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node]) -> Linearization:
             for i in range(bisect.bisect_left(boundaries, k0), bisect.bisect_left(boundaries, last_use[key])):
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
-    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), frozenset(pinned))
+    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)))
 
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:

@@ -55,9 +55,6 @@ class Timeline:
         scratch = self.scratch or (0,) * len(self.bytes_alive)
         return max((a - s for a, s in zip(self.bytes_alive, scratch)), default=0)
 
-    @property
-    def forward_peak_bytes(self) -> int:
-        return max(self.bytes_alive[: self.forward_steps], default=0)
 
 
 def _nbytes(arg) -> int:

@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-import torch._dynamo
-import torch._functorch.config
-import torch._inductor.config
 
+from . import _torch
 from .memory import Timeline
 from .options import Options
 from .partitioner import BudgetError, PartitionReport, last_reports
@@ -361,7 +359,7 @@ def explain(
     Returns a :class:`Report`.  Raises :class:`fxremat.BudgetError` (unwrapped from Dynamo's
     ``BackendCompilerFailed``) if ``memory_budget`` is below the smallest peak any plan reaches.
 
-    Side effects: resets Dynamo (``torch._dynamo.reset()``) before and after, so other compiled
+    Side effects: resets Dynamo (``torch.compiler.reset()``) before and after, so other compiled
     functions recompile on their next call; disables the FX-graph and AOTAutograd caches while it
     runs; restores the module's gradients and buffers afterwards (inputs it mutates stay mutated).
     """
@@ -373,13 +371,12 @@ def explain(
         name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", repr(model))
     collect = _Collect()
     logger = logging.getLogger("fxremat")
-    torch._dynamo.reset()
+    torch.compiler.reset()
     last_reports(clear=True)
     start = time.perf_counter()
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
-            stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
+            stack.enter_context(_torch.caches_disabled())
             stack.enter_context(_restore_state(model))
             logger.addHandler(collect)
             stack.callback(logger.removeHandler, collect)
@@ -400,7 +397,7 @@ def explain(
         seconds = time.perf_counter() - start
         reports = tuple(last_reports(clear=True))
     finally:
-        torch._dynamo.reset()
+        torch.compiler.reset()
     if not reports and not collect.messages:
         raise RuntimeError(
             "fxremat planned no graph: nothing reached the partitioner (was the step served from a cache, "

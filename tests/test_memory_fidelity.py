@@ -149,18 +149,10 @@ def test_predicted_peak_matches_op_boundaries(name: str) -> None:
 # ---------------------------------------------------------------- the model's invariant
 
 
-def _tensors(val: Any) -> list[torch.Tensor]:
-    if isinstance(val, torch.Tensor):
-        return [val]
-    if isinstance(val, (tuple, list)):
-        return [t for v in val for t in _tensors(v)]
-    return []
-
-
 def _storages(nodes) -> dict[object, int]:
     out = {}
     for node in nodes:
-        for t in _tensors(node.meta.get("val")):
+        for t in _torch.tensors_in(node.meta.get("val")):
             out[_torch.storage_key(t)] = _torch.storage_nbytes(t)
     return out
 
