@@ -1,8 +1,8 @@
 """Placement of recomputation in the backward: segment by segment, right before it is needed.
 
-Invariant: :func:`recompute_just_in_time` only reorders (never adds or removes) nodes, keeps a
-topological order, keeps every backward node in its original relative order, and emits each
-recomputed forward node right before the first node that needs it.
+Invariant: :func:`recompute_just_in_time` adds no node and removes only recomputed nodes nothing
+uses; it keeps a topological order, keeps every backward node in its original relative order, and
+emits each recomputed forward node right before the first node that needs it.
 """
 
 from __future__ import annotations
