@@ -1,14 +1,22 @@
-"""The saved set: complete a plan's values so the backward can run, and never recompute a banned node.
+"""The saved set: complete a plan's values so the backward can run, safely.
 
-Invariant: after :func:`close_over_bans`, the backward extracted from the joint graph recomputes
-no forward node with a recompute ban (random, effectful, mutating, reading a mutated input,
-MUST_SAVE): every such value it needs is saved instead, and every input its recomputation reads
-is saved too (inputs and parameters are held anyway, so that costs nothing).
+Invariants, after :func:`close_over_bans`:
+
+* the backward recomputes no forward node with a recompute ban (random, effectful, mutating,
+  reading a mutated input, MUST_SAVE): every such value it needs is saved instead;
+* fxremat keeps a reference to a *caller-visible* tensor (one living in the storage of a user
+  input or of a returned output) only where eager autograd keeps one too: where a backward node
+  of the joint graph reads it directly.  The caller may edit such a tensor between forward and
+  backward (legal in eager when autograd did not save it), so recomputation never starts from
+  one: where it would, the first recomputed value past it is saved instead;
+* every other input that the backward or its recomputation reads is saved (parameters and
+  inputs are held anyway, so that costs nothing).
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 
 import torch.fx as fx
 
@@ -20,55 +28,113 @@ log = logging.getLogger("fxremat")
 
 
 def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
-    """Complete ``saved`` so the backward can run: add every input its recomputation reads, and
-    save (instead of recomputing) every value whose recomputation would go through a banned node."""
-    saved_set = dict.fromkeys(saved)
-    facts = jg.facts
+    """Complete ``saved`` so the backward can run: add every input its recomputation reads, save
+    (instead of recomputing) every value whose recomputation would go through a banned node, and
+    save the first recomputed value past a caller-visible tensor rather than that tensor."""
+    exposed = _exposed_nodes(jg)
+    dropped = [n for n in saved if n in exposed]
+    if dropped:
+        log.debug("fxremat: not saving caller-visible %s", ", ".join(n.name for n in dropped))
+    saved_set = dict.fromkeys(n for n in saved if n not in exposed)
     position = {n: i for i, n in enumerate(jg.module.graph.nodes)}  # deterministic order
     while True:
-        recomputed, inputs_read = _recomputed_nodes(jg, saved_set)
-        saved_set.update(dict.fromkeys(sorted(inputs_read, key=position.__getitem__)))
-        banned = sorted((n for n in recomputed if facts[n].recompute_ban is not None), key=position.__getitem__)
-        if not banned:
+        walk = _walk(jg, saved_set, exposed)
+        saved_set.update(dict.fromkeys(sorted(walk.inputs_read, key=position.__getitem__)))
+        to_save = sorted(walk.must_save, key=position.__getitem__)
+        if not to_save:
             return list(saved_set)
         before = len(saved_set)
-        for node in banned:
+        for node in to_save:
             if isinstance(node.meta.get("val"), (tuple, list)):  # save its outputs, not the tuple
-                saved_set.update(dict.fromkeys(u for u in node.users if facts[u].role is Role.FORWARD))
+                outs = [u for u in node.users if jg.facts[u].role is Role.FORWARD and u not in exposed]
+                saved_set.update(dict.fromkeys(outs))
             else:
                 saved_set[node] = None
-            log.debug("fxremat: saving %s instead of recomputing it (%s)", node.name, facts[node].recompute_ban)
+            log.debug("fxremat: saving %s instead of recomputing it (%s)", node.name, walk.why[node])
         if len(saved_set) == before:
-            raise RuntimeError(f"cannot avoid recomputing {banned[0].name} ({facts[banned[0]].recompute_ban})")
+            raise RuntimeError(f"cannot plan the backward's need for {to_save[0].name} ({walk.why[to_save[0]]})")
 
 
-def _recomputed_nodes(jg: JointGraph, saved: dict[fx.Node, None]) -> tuple[set[fx.Node], set[fx.Node]]:
-    """Forward nodes the backward would recompute (reached from backward nodes through unsaved
-    values; a banned node is reached but not expanded, it is about to be saved), and the inputs
-    that the backward and its recomputation read."""
+def _exposed_nodes(jg: JointGraph) -> frozenset[fx.Node]:
+    """Tensor-valued nodes living in a caller-visible storage (a non-static input's or a returned
+    output's) that no backward node reads directly: eager autograd keeps no reference to them."""
     facts = jg.facts
-    seen: set[fx.Node] = set()
-    inputs_read: set[fx.Node] = set()
+    visible = {s for n in jg.primals if facts[n].role is Role.INPUT for s in facts[n].storages}
+    visible.update(s for n in jg.fwd_outputs for s in facts[n].storages)
+    read_by_backward = {a for n, f in facts.items() if f.role is Role.BACKWARD for a in n.all_input_nodes}
+    return frozenset(
+        n for n, f in facts.items()
+        if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(s in visible for s in f.storages)
+    )
+
+
+class _Walk:
+    """What the backward would recompute given a saved set, and what that set still lacks."""
+
+    def __init__(self) -> None:
+        self.recomputed: list[fx.Node] = []  # forward nodes to recompute, in discovery order
+        self.inputs_read: set[fx.Node] = set()  # inputs to save (not caller-visible)
+        self.blocked: set[fx.Node] = set()  # values the backward can neither keep nor rebuild
+        self.must_save: set[fx.Node] = set()
+        self.why: dict[fx.Node, str] = {}
+
+
+def _walk(jg: JointGraph, saved: dict[fx.Node, None], exposed: frozenset[fx.Node]) -> _Walk:
+    """Walk from the backward through unsaved forward values.  A banned value is not expanded: it
+    must be saved, or, if caller-visible, is *blocked*; a caller-visible input is blocked; a
+    caller-visible value rebuilt from a blocked one is blocked.  A recomputed value that is not
+    caller-visible and reads a blocked one must be saved."""
+    facts = jg.facts
+    w = _Walk()
     backward = [n for n in jg.module.graph.nodes if facts[n].role is Role.BACKWARD]
     read_by_backward = {a for n in backward for a in n.all_input_nodes if a in jg.mutated_inputs}
     if read_by_backward:
         names = sorted(p.name for p in read_by_backward)
         raise NotImplementedError(f"the backward reads {names} after the forward mutated it")
+    seen: set[fx.Node] = set()
     stack = [a for n in backward for a in n.all_input_nodes]
     while stack:
         node = stack.pop()
         if node in seen or node in saved:
             continue
-        if node.op == "placeholder":
-            if facts[node].role in (Role.INPUT, Role.STATIC_INPUT):
-                inputs_read.add(node)
-            continue
-        if facts[node].role is not Role.FORWARD:
-            continue
         seen.add(node)
-        if facts[node].recompute_ban is None:
-            stack.extend(node.all_input_nodes)
-    return seen, inputs_read
+        role = facts[node].role
+        if node.op == "placeholder":
+            if role is Role.STATIC_INPUT or (role is Role.INPUT and node not in exposed):
+                w.inputs_read.add(node)
+            elif role is Role.INPUT:
+                w.blocked.add(node)
+            continue
+        if role is not Role.FORWARD:
+            continue
+        ban = facts[node].recompute_ban or _ban_of_tuple(jg, node)
+        if ban is not None:
+            if node in exposed:
+                w.blocked.add(node)
+            else:
+                w.must_save.add(node)
+                w.why[node] = ban
+            continue
+        w.recomputed.append(node)
+        stack.extend(node.all_input_nodes)
+    position = {n: i for i, n in enumerate(jg.module.graph.nodes)}
+    for node in sorted(w.recomputed, key=position.__getitem__):  # inputs before readers
+        reads_blocked = [a for a in node.all_input_nodes if a in w.blocked]
+        if not reads_blocked:
+            continue
+        if node in exposed:
+            w.blocked.add(node)
+        else:
+            w.must_save.add(node)
+            w.why[node] = f"it reads caller-visible {reads_blocked[0].name}"
+    return w
+
+
+def _ban_of_tuple(jg: JointGraph, node: fx.Node) -> str | None:
+    """An output of a banned multi-output node is banned too (it is saved, never rebuilt)."""
+    if node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        return jg.facts[node.args[0]].recompute_ban
+    return None
 
 
 def unsafe_recomputation(mc_bw: fx.GraphModule, jg: JointGraph) -> list[str]:

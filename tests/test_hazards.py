@@ -790,23 +790,11 @@ def test_user_mutates_returned_activation_through_data(config):
     _user_mutates_outputs(config, via_data=True)
 
 
-_RETURNED_DROPOUT_BUG = (
-    "fxremat saves a returned dropout output (random, so banned from recomputation, and the caller "
-    "holds it anyway) and recomputes tanh(y) from it in the backward; eager and min-cut save tanh(y) "
-    "and the mask, not y. linearize no longer makes a returned storage a checkpoint, but "
-    "close_over_bans still saves the returned random value and recomputes its consumers from it.")
-
-
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_RETURNED_DROPOUT_BUG + (
-    " After the user's in-place edit of y, autograd's version check raises 'modified by an inplace "
-    "operation' (eager and min-cut run fine)."))
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_user_mutates_returned_dropout_output_in_place(config):
     _user_mutates_outputs(config, via_data=False, dropout=True)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_RETURNED_DROPOUT_BUG + (
-    " Through .data (no version bump) the input grad is silently wrong (max abs error ~8)."))
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_user_mutates_returned_dropout_output_through_data(config):
     _user_mutates_outputs(config, via_data=True, dropout=True)
@@ -831,14 +819,6 @@ class ReturnedViewOfDropout(nn.Module):
         return s, self.lin(z), torch.matmul(t, t.transpose(-1, -2)) / 8 ** 0.5, v
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "silently wrong gradient after an ordinary in-place edit (torch.no_grad(): v.add_(1)) of a returned "
-    "view of a dropout output: fxremat saves the dropout output (banned from recomputation) and "
-    "recomputes z = cat(v, v)... from it in the backward, so the edit leaks into lin.weight's grad "
-    "(max abs error ~230); no version-counter error fires because the user sees the value only through "
-    "AOTAutograd's regenerated output alias. Eager and min-cut save z and are right. Same root cause "
-    "as test_user_mutates_returned_dropout_output_*: close_over_bans saves a caller-visible storage "
-    "and recomputes its consumers from it."))
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_user_edits_returned_view_of_dropout_output(config):
     def step(config: Config) -> dict[str, torch.Tensor]:
@@ -896,21 +876,11 @@ def _user_mutates_input(config: Config, *, via_data: bool) -> None:
     torch.testing.assert_close(step(config), expected, **VS_EAGER)
 
 
-_INPUT_SAVED_BUG = (
-    "fxremat saves a user input that eager and min-cut do not save (it treats inputs as free to keep, "
-    "'held by the caller') and recomputes x * 2 from it in the backward; the caller editing the "
-    "input between forward and backward, legal in eager here, then breaks the step.")
-
-
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_INPUT_SAVED_BUG + (
-    " With a version bump autograd raises 'modified by an inplace operation' (eager and min-cut run)."))
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_user_mutates_input_after_forward(config):
     _user_mutates_input(config, via_data=False)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_INPUT_SAVED_BUG + (
-    " Through .data (no version bump) the parameter grads are silently wrong (max abs error ~600)."))
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_user_mutates_input_through_data_after_forward(config):
     _user_mutates_input(config, via_data=True)
