@@ -87,10 +87,11 @@ def _loss(out: Any) -> torch.Tensor:
     return sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
 
 
-def _step(program: Program, backend: Any | None, forced: bool = False, mutate: tuple[int, ...] = ()):
+def _step(program: Program, backend: Any | None, forced: bool = False, mutate: tuple[int | str, ...] = ()):
     """One seeded step; returns outputs, grads (by name), reports and fxremat warnings.  The outputs
-    numbered in ``mutate`` are edited in place (``add_(1)`` under no_grad) after the forward, before
-    the loss and the backward, as a user may do with a returned tensor autograd did not save."""
+    numbered in ``mutate`` (and the input, if ``"input"`` is in it) are edited in place (``add_(1)``
+    under no_grad) after the forward, before the loss and the backward, as a user may do with a
+    tensor autograd did not save."""
     model = build_model(program)
     x = make_input(program)
     handler = _Warnings()
@@ -106,7 +107,7 @@ def _step(program: Program, backend: Any | None, forced: bool = False, mutate: t
             outs = [o.detach().clone() for o in (out if isinstance(out, tuple) else (out,))]
             with torch.no_grad():
                 for i in mutate:
-                    (out if isinstance(out, tuple) else (out,))[i].add_(1)
+                    (x if i == "input" else (out if isinstance(out, tuple) else (out,))[i]).add_(1)
             _loss(out).backward()
     finally:
         logger.removeHandler(handler)
@@ -127,7 +128,7 @@ def _mismatch(name: str, actual: torch.Tensor | None, expected: torch.Tensor | N
 
 
 def _problems(program: Program, backend: Any, expected: tuple, *, forced: bool = False,
-              mutate: tuple[int, ...] = ()) -> tuple[list[str], list]:
+              mutate: tuple[int | str, ...] = ()) -> tuple[list[str], list]:
     """What is wrong with one compiled step compared with eager's ``expected`` (outputs, grads)."""
     e_outs, e_grads = expected
     try:
@@ -146,13 +147,12 @@ def _problems(program: Program, backend: Any, expected: tuple, *, forced: bool =
     return problems, reports
 
 
-def mutable_outputs(program: Program) -> tuple[int, ...]:
-    """The outputs eager lets the user edit in place before the backward (those autograd did not
-    save: editing a saved one raises at backward), all together; () if there are none.
-
-    Outputs that alias the input are left alone: editing one edits the input, a separate hazard
-    (tests/test_hazards.py::test_user_mutates_input_after_forward)."""
-    def eager_ok(mutate: tuple[int, ...]) -> bool:
+def user_edits(program: Program) -> tuple[int | str, ...]:
+    """The outputs (by index) and the input (``"input"``) eager lets the user edit in place between
+    forward and backward (those autograd did not save: editing a saved one raises at backward), all
+    together; () if there are none.  Outputs that alias the input are left alone (editing one
+    edits the input, which is a candidate of its own)."""
+    def eager_ok(mutate: tuple[int | str, ...]) -> bool:
         try:
             _step(program, None, mutate=mutate)
         except RuntimeError:
@@ -165,7 +165,7 @@ def mutable_outputs(program: Program) -> tuple[int, ...]:
     outs = out if isinstance(out, tuple) else (out,)
     input_storage = x.untyped_storage().data_ptr()
     own = [i for i, o in enumerate(outs) if o.untyped_storage().data_ptr() != input_storage]
-    candidates = tuple(i for i in own if eager_ok((i,)))
+    candidates = tuple(i for i in (*own, "input") if eager_ok((i,)))
     return candidates if candidates and eager_ok(candidates) else ()
 
 
@@ -173,10 +173,11 @@ def check_program(program: Program, *, forced: bool = False, solver: str = "line
                   mutate_outputs: bool = False) -> dict:
     """Compare one program compiled by fxremat with eager.
 
-    With ``mutate_outputs``, every output eager lets the user edit in place (:func:`mutable_outputs`)
-    is edited before the backward in both runs: fxremat must not save (and recompute from) a tensor
-    the caller may change, so it must still agree with eager, and must not raise where eager does
-    not (``mutated`` counts the edited outputs; 0: nothing to check beyond the plain comparison).
+    With ``mutate_outputs``, every output, and the input, that eager lets the user edit in place
+    (:func:`user_edits`) is edited before the backward in both runs: fxremat must not save (and
+    recompute from) a tensor the caller may change, so it must still agree with eager, and must not
+    raise where eager does not (``mutated`` counts the edited tensors; 0: nothing to check beyond
+    the plain comparison).
 
     Returns ``status``: "ok"; "fxremat" (fxremat is wrong, PyTorch's min-cut through the same pipeline
     is right: a finding); or "pytorch" (min-cut fails as well: a PyTorch problem, e.g. its eager
@@ -184,7 +185,7 @@ def check_program(program: Program, *, forced: bool = False, solver: str = "line
     fxremat's to fix, reported separately), with the ``problems`` and fxremat's ``reports``.
     """
     with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
-        mutate = mutable_outputs(program) if mutate_outputs else ()
+        mutate = user_edits(program) if mutate_outputs else ()
         e_outs, e_grads, _, _ = _step(program, None, mutate=mutate)
         problems, reports = _problems(program, make_backend(solver, compiler="eager"), (e_outs, e_grads),
                                       forced=forced, mutate=mutate)
@@ -253,7 +254,7 @@ def test_fuzz_user_edits_outputs(data):
     if result["status"] == "pytorch":
         note(f"PyTorch's own pipeline fails on this program too: {result['min_cut_problems']}")
     assume(result["status"] != "pytorch")
-    assert result["status"] == "ok", _fail_message(program, result, f"product, {result['mutated']} outputs edited")
+    assert result["status"] == "ok", _fail_message(program, result, f"product, {result['mutated']} tensors edited by the user")
 
 
 # Programs the long profile found, replayed on every CI run (as reprs: they survive generator changes).
@@ -332,7 +333,7 @@ def test_fuzz_long(request):
         solver = SOLVERS[i % len(SOLVERS)]
         for config, result in (("product", check_program(program)),
                                (f"forced/{solver}", check_program(program, forced=True, solver=solver)),
-                               ("product, outputs edited", check_program(program, mutate_outputs=True))):
+                               ("product, user edits", check_program(program, mutate_outputs=True))):
             if result["status"] == "fxremat":
                 failures.append({"seed": seed, "config": config, "program": repr(program), **result})
             elif result["status"] == "pytorch":
