@@ -17,7 +17,10 @@ the caller may mutate a returned tensor before the backward, so it is recomputed
 
 Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
-well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  A storage that
+well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  Storages that
+every plan saves (values banned from recomputation, e.g. dropout masks) are moved from
+``saved_bytes`` into the ``transient_bytes`` of their own and every later stage, so that the
+chain's peak counts them in every segment's backward, not only in the last segment.  A storage that
 crosses several boundaries is pinned or is the crossing storage of a single deduplicated
 boundary, so it never appears twice in one chain.
 """
@@ -33,7 +36,7 @@ import torch.fx as fx
 from .analysis import JointGraph, Role
 from .chain import Chain
 
-__all__ = ["Linearization", "linearize"]
+__all__ = ["Linearization", "linearize", "fold_always_saved"]
 
 SMALL_BYTES = 4096
 SMALL_FRACTION = 16
@@ -60,7 +63,11 @@ class Linearization:
         return list(out)
 
 
-def linearize(jg: JointGraph, base_saved: Iterable[fx.Node]) -> Linearization:
+def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = ()) -> Linearization:
+    """Cut ``jg``'s forward into a chain.  ``base_saved``: the base plan's saved values (what the
+    last segment keeps); ``always_saved``: values every plan saves (never recomputed: random
+    outputs, values past caller-visible tensors), which the chain counts in every segment."""
+    base_saved, always_saved = list(base_saved), list(always_saved)
     forward = jg.forward
     pos = {node: k for k, node in enumerate(forward)}
     facts = jg.facts
@@ -112,21 +119,27 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node]) -> Linearization:
 
     storage_stage = {key: stage_of[forward[k]] for key, k in born.items()}
     saved = [0] * n
+    fixed = [0] * n
     largest = [0] * n
     cost = [0.0] * n
-    counted = set()
-    for node in base_saved:
+    counted: set[object] = set()
+    always_keys = {key for node in always_saved for key in facts[node].storages}
+    for node in (*base_saved, *always_saved):
         for key in facts[node].storages:
             if key in storage_stage and key not in pinned and key not in counted:
                 counted.add(key)
                 saved[storage_stage[key] - 1] += jg.storage_bytes[key]
+                if key in always_keys:
+                    fixed[storage_stage[key] - 1] += jg.storage_bytes[key]
     for key, st in storage_stage.items():
         largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
     for node in forward:
         cost[stage_of[node] - 1] += facts[node].cost
 
-    output = [0] + [jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]
+    # A crossing storage that every plan saves anyway costs a checkpoint nothing more.
+    output = [0] + [0 if crossing_key[k] in always_keys else jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]
     transient = [output[i + 1] + largest[i] for i in range(n)]
+    saved, transient = fold_always_saved(saved, transient, fixed)
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
     returned = {key for out in jg.fwd_outputs for key in facts[out].storages}
     for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
@@ -137,6 +150,25 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node]) -> Linearization:
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)))
+
+
+def fold_always_saved(saved: list[int], transient: list[int], fixed: list[int]) -> tuple[list[int], list[int]]:
+    """Fold the bytes every plan saves into the chain's terms, exactly.
+
+    Stage i's ``fixed[i]`` bytes (part of ``saved[i]``) stay alive from the forward to stage i's
+    backward whatever is checkpointed, so the backward of a segment (a, b) also holds the fixed
+    bytes of every earlier stage: the objective becomes ``P_j + f_1 + ... + f_{a-1} + seg(a, b)``.
+    With ``s'_i = s_i - f_i`` and ``t'_i = t_i + f_1 + ... + f_i``, the chain's own
+    ``seg'(a, b) = max_i (s'_a + ... + s'_i + t'_i)`` is exactly that, so every solver stays exact.
+    """
+    out_saved, out_transient, held = [], [], 0
+    for s, t, f in zip(saved, transient, fixed):
+        if not 0 <= f <= s:
+            raise ValueError(f"fixed bytes {f} must lie in [0, saved bytes {s}]")
+        held += f
+        out_saved.append(s - f)
+        out_transient.append(t + held)
+    return out_saved, out_transient
 
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:

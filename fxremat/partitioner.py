@@ -125,7 +125,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     by_name = {n.name: n for n in joint.graph.nodes}
     base = [by_name[name] for name in _torch.saved_names(mc_fw, num_fwd_outputs) if name in by_name]
     base_tensors = [n for n in base if not _torch.is_sym_node(n)]
-    lin = linearize(jg, base_tensors)
+    always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]  # saved by every plan
+    lin = linearize(jg, base_tensors, always)
     chain = lin.chain
     budget = options.budget_bytes(chain.no_recompute_peak())
     try:

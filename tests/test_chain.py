@@ -3,8 +3,11 @@
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fxremat.chain import Chain
+from fxremat.linearize import fold_always_saved
 
 # Four equal stages: x_i is 1 byte, each stage saves 2, no transients, unit cost.
 UNIFORM4 = Chain((1, 1, 1, 1, 1), (2, 2, 2, 2), (0, 0, 0, 0), (1, 1, 1, 1))
@@ -72,3 +75,39 @@ def test_bad_checkpoints():
 def test_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         UNIFORM4.saved_bytes = (1,)
+
+
+# -- values every plan saves (linearize.fold_always_saved) ------------------------------------
+
+@st.composite
+def chains_with_fixed(draw):
+    n = draw(st.integers(1, 8))
+    sizes = st.integers(0, 50)
+    saved = draw(st.lists(sizes, min_size=n, max_size=n))
+    fixed = [draw(st.integers(0, s)) for s in saved]
+    outputs = [0, *draw(st.lists(sizes, min_size=n - 1, max_size=n - 1)), 0]
+    transient = draw(st.lists(sizes, min_size=n, max_size=n))
+    cps = draw(st.sets(st.integers(1, n - 1))) if n > 1 else set()
+    return outputs, saved, transient, fixed, cps
+
+
+@settings(max_examples=500, deadline=None)
+@given(chains_with_fixed())
+def test_fold_always_saved_adds_earlier_fixed_bytes_to_every_segment(case):
+    """Folding is exact: the folded chain's peak is, per segment, the held checkpoints plus the
+    fixed bytes of every earlier stage plus the unfolded segment peak."""
+    outputs, saved, transient, fixed, cps = case
+    plain = Chain(outputs, saved, transient, [1.0] * len(saved))
+    s2, t2 = fold_always_saved(saved, transient, fixed)
+    folded = Chain(outputs, s2, t2, [1.0] * len(saved))
+    expected, held = 0, 0
+    for a, b in plain.segments(cps):
+        expected = max(expected, held + sum(fixed[: a - 1]) + plain.segment_bytes(a, b))
+        held += outputs[b]
+    assert folded.peak_bytes(cps) == expected
+    assert folded.no_recompute_peak() == plain.no_recompute_peak()
+
+
+def test_fold_always_saved_rejects_fixed_above_saved():
+    with pytest.raises(ValueError, match="fixed bytes 3"):
+        fold_always_saved([2], [0], [3])

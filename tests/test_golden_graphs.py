@@ -252,8 +252,8 @@ return (getitem_16, None, getitem_13, getitem_10, getitem_7, getitem_4, getitem_
     def test_transformer(self):
         torch.manual_seed(0)
         self.assertExpectedInline(plan_of(TransformerBlocks(), torch.randn(4, 64, 8)), """\
-chosen: fxremat; stages: 8; checkpoints: (6,)
-saved: add_1, primals_3, primals_4, primals_5, primals_6, primals_7, getitem_4, getitem_6, getitem_7, view_5, select_3, select_4, select_5, getitem_9, view_8, view_9, mm_5, detach_2, detach_3, primals_2, getitem, getitem_3, add
+chosen: fxremat; stages: 8; checkpoints: (1, 3, 5, 6)
+saved: getitem, getitem_3, add, add_1, primals_3, primals_4, primals_5, primals_6, primals_7, getitem_4, getitem_6, getitem_7, view_5, select_3, select_4, select_5, getitem_9, view_8, view_9, mm_5, detach_2, detach_3, primals_2
 --- forward
 inputs: primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7
 native_layer_norm = native_layer_norm.default(primals_1, [8], None, None, 1e-05)
@@ -316,9 +316,9 @@ gelu_1 = gelu.default(_unsafe_view_5)
 add_3 = add.Tensor(add_2, gelu_1)
 detach_2 = detach.default(detach_1)
 detach_3 = detach.default(detach)
-return (add_3, add_1, primals_3, primals_4, primals_5, primals_6, primals_7, getitem_4, getitem_6, getitem_7, view_5, select_3, select_4, select_5, getitem_9, view_8, view_9, mm_5, detach_2, detach_3, primals_2, getitem, getitem_3, add)
+return (add_3, getitem, getitem_3, add, add_1, primals_3, primals_4, primals_5, primals_6, primals_7, getitem_4, getitem_6, getitem_7, view_5, select_3, select_4, select_5, getitem_9, view_8, view_9, mm_5, detach_2, detach_3, primals_2)
 --- backward
-inputs: add_1, primals_3, primals_4, primals_5, primals_6, primals_7, getitem_4, getitem_6, getitem_7, view_5, select_3, select_4, select_5, getitem_9, view_8, view_9, mm_5, detach_2, detach_3, primals_2, getitem, getitem_3, add, tangents_1
+inputs: getitem, getitem_3, add, add_1, primals_3, primals_4, primals_5, primals_6, primals_7, getitem_4, getitem_6, getitem_7, view_5, select_3, select_4, select_5, getitem_9, view_8, view_9, mm_5, detach_2, detach_3, primals_2, tangents_1
 _unsafe_view_5 = _unsafe_view.default(mm_5, [4, 64, 8])
 gelu_backward = gelu_backward.default(tangents_1, _unsafe_view_5)
 view_10 = view.default(gelu_backward, [256, 8])
