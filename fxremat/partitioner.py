@@ -9,10 +9,11 @@ PyTorch's min-cut pair with :func:`~fxremat.memory.simulate`.
 
 Invariants:
 * never worse than min-cut on predicted memory: if min-cut's pair has the lower (or equal)
-  predicted peak, and min-cut recomputes nothing that is banned, min-cut's pair is returned;
+  predicted peak and is safe (:func:`~fxremat.saved.min_cut_hazards` finds nothing: it recomputes
+  no banned node and keeps no caller-visible tensor that eager does not), min-cut's pair is returned;
 * never a silently wrong plan: any failure inside planning falls back to min-cut's pair with one
   warning naming the reason (to ``default_partition``, which saves instead of recomputing, when
-  min-cut would recompute a banned node); only user errors (a budget no plan meets) propagate;
+  min-cut's pair is unsafe); only user errors (a budget no plan meets) propagate;
 * a node banned from recomputation (random, effectful, mutating, reading a mutated input,
   MUST_SAVE) is never recomputed: its value is saved instead.
 """
@@ -31,7 +32,7 @@ from .analysis import JointGraph, analyze
 from .linearize import linearize
 from .memory import Timeline, simulate
 from .options import Options
-from .saved import close_over_bans, unsafe_recomputation
+from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
 from .solvers import Plan, get_solver
 
@@ -98,7 +99,7 @@ def partition(
     except Exception as exc:  # noqa: BLE001 - nothing is known about the graph: min-cut it is
         log.warning("fxremat: falling back to PyTorch's min-cut partitioner: %s: %s", type(exc).__name__, exc)
         return mc_fw, mc_bw
-    unsafe = unsafe_recomputation(mc_bw, jg)
+    unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
     try:
         fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs), unsafe)
     except BudgetError:
@@ -108,7 +109,7 @@ def partition(
             log.warning("fxremat: falling back to PyTorch's min-cut partitioner: %s: %s", type(exc).__name__, exc)
             return mc_fw, mc_bw
         log.warning(
-            "fxremat: falling back to PyTorch's default_partition (min-cut would recompute %s): %s: %s",
+            "fxremat: falling back to PyTorch's default_partition (min-cut %s): %s: %s",
             unsafe[0], type(exc).__name__, exc,
         )
         return _torch.default_partition(joint_module, joint_inputs, **mc_kwargs)
@@ -142,7 +143,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     bw = recompute_just_in_time(bw, jg)
     timeline = simulate(fw, bw, num_fwd_outputs)
     if unsafe:
-        chosen, reason = "fxremat", f"min-cut would recompute {unsafe[0]} ({jg.facts[by_name[unsafe[0]]].recompute_ban})"
+        chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
         chosen, reason = "fxremat", "lower predicted peak"
     else:

@@ -22,7 +22,7 @@ import torch.fx as fx
 
 from .analysis import JointGraph, Role
 
-__all__ = ["close_over_bans", "unsafe_recomputation"]
+__all__ = ["close_over_bans", "min_cut_hazards"]
 
 log = logging.getLogger("fxremat")
 
@@ -137,9 +137,14 @@ def _ban_of_tuple(jg: JointGraph, node: fx.Node) -> str | None:
     return None
 
 
-def unsafe_recomputation(mc_bw: fx.GraphModule, jg: JointGraph) -> list[str]:
-    """Forward nodes PyTorch's min-cut backward recomputes although they are banned (e.g. a read
-    of a buffer the forward then mutates: PyTorch 2.13 returns wrong gradients there)."""
+def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph) -> list[str]:
+    """Why PyTorch's min-cut pair must not run, one phrase per finding (empty: it is safe).
+
+    * its backward recomputes a banned node (e.g. a read of a buffer the forward then mutates:
+      PyTorch 2.13 returns wrong gradients there);
+    * its forward saves a caller-visible tensor that eager autograd does not keep (see the module
+      docstring): an edit by the caller between forward and backward would leak into the grads.
+    """
     by_name = {n.name: n for n in jg.module.graph.nodes}
     out = []
     for node in mc_bw.graph.nodes:
@@ -147,5 +152,11 @@ def unsafe_recomputation(mc_bw: fx.GraphModule, jg: JointGraph) -> list[str]:
         if node.op == "call_function" and joint_node is not None:
             fact = jg.facts[joint_node]
             if fact.role is Role.FORWARD and fact.recompute_ban is not None:
-                out.append(node.name)
+                out.append(f"would recompute {node.name} ({fact.recompute_ban})")
+    exposed = _exposed_nodes(jg)
+    fw_output = mc_fw.graph.find_nodes(op="output")[0].args[0]
+    for value in fw_output[jg.num_fwd_outputs:]:
+        joint_node = by_name.get(value.name) if isinstance(value, fx.Node) else None
+        if joint_node in exposed:
+            out.append(f"would save caller-visible {value.name} (eager does not keep it)")
     return out

@@ -66,7 +66,7 @@ FAST_PRODUCT = 150
 FAST_FORCED = 150
 FAST_MUTATED = 60
 SOLVERS = ("linear", "dp", "chen")
-UNSAFE_MIN_CUT = "min-cut would recompute"  # the partitioner's reason when min-cut's plan is wrong
+UNSAFE_MIN_CUT = "min-cut would "  # the partitioner's reason when min-cut's pair is unsafe
 
 
 # ------------------------------------------------------------------------------- one graph
