@@ -11,6 +11,8 @@ What is decided here:
   without tangents), backward nodes;
 * bytes: the storage each tensor lives in (views share their base's storage, so aliases are
   never double counted) and the bytes a node newly allocates; symbolic sizes use their hints;
+* caller visibility: which tensors the caller can reach (inputs, returned outputs, views of
+  them) while eager autograd keeps no reference to them (no backward node reads them);
 * recomputability: a forward node may not be recomputed if it is random, mutates or reads a
   mutated input, is effectful or a collective, is impure, is a custom (non-aten, non-prims) op or
   a higher-order op (whose hidden state or subgraphs we cannot vouch for), or a checkpoint policy
@@ -64,6 +66,9 @@ class JointGraph:
     mutated_inputs: frozenset[fx.Node]
     forward: tuple[fx.Node, ...]  # nodes the forward outputs need, in graph order
     fwd_outputs: tuple[fx.Node, ...]  # the user-visible forward outputs (tensors only)
+    # tensors in the storage of a non-static input or a returned output (the caller may edit them
+    # before the backward) that no backward node reads directly (eager autograd does not keep them)
+    caller_visible: frozenset[fx.Node]
     facts: Mapping[fx.Node, NodeFacts]
     storage_bytes: Mapping[object, int]  # every storage key -> its size in bytes
     storage_owner: Mapping[object, fx.Node]  # the first tensor-valued node that allocates it
@@ -178,6 +183,13 @@ def analyze(
         ban = _recompute_ban(node, facts, mutated_storages) if role is Role.FORWARD else None
         facts[node] = NodeFacts(role, keys, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
         node.meta[META_KEY] = facts[node]
+    visible = {key for n in primals if facts[n].role is Role.INPUT for key in facts[n].storages}
+    visible.update(key for n in fwd_outputs for key in facts[n].storages)
+    read_by_backward = {a for n, f in facts.items() if f.role is Role.BACKWARD for a in n.all_input_nodes}
+    caller_visible = frozenset(
+        n for n, f in facts.items()
+        if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(k in visible for k in f.storages)
+    )
     return JointGraph(
         module=joint,
         num_fwd_outputs=num_fwd_outputs,
@@ -187,6 +199,7 @@ def analyze(
         mutated_inputs=mutated,
         forward=tuple(forward),
         fwd_outputs=fwd_outputs,
+        caller_visible=caller_visible,
         facts=MappingProxyType(facts),
         storage_bytes=MappingProxyType(storage_bytes),
         storage_owner=MappingProxyType(storage_owner),

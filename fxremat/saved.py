@@ -6,7 +6,7 @@ Invariants, after :func:`close_over_bans`:
   reading a mutated input, MUST_SAVE): every such value it needs is saved instead;
 * fxremat keeps a reference to a *caller-visible* tensor (one living in the storage of a user
   input or of a returned output) only where eager autograd keeps one too: where a backward node
-  of the joint graph reads it directly.  The caller may edit such a tensor between forward and
+  of the joint graph reads it directly (the others are ``JointGraph.caller_visible``).  The caller may edit such a tensor between forward and
   backward (legal in eager when autograd did not save it), so recomputation never starts from
   one: where it would, the first recomputed value past it is saved instead;
 * every other input that the backward or its recomputation reads is saved (parameters and
@@ -31,7 +31,7 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
     """Complete ``saved`` so the backward can run: add every input its recomputation reads, save
     (instead of recomputing) every value whose recomputation would go through a banned node, and
     save the first recomputed value past a caller-visible tensor rather than that tensor."""
-    exposed = _exposed_nodes(jg)
+    exposed = jg.caller_visible
     dropped = [n for n in saved if n in exposed]
     if dropped:
         log.debug("fxremat: not saving caller-visible %s", ", ".join(n.name for n in dropped))
@@ -53,19 +53,6 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
             log.debug("fxremat: saving %s instead of recomputing it (%s)", node.name, walk.why[node])
         if len(saved_set) == before:
             raise RuntimeError(f"cannot plan the backward's need for {to_save[0].name} ({walk.why[to_save[0]]})")
-
-
-def _exposed_nodes(jg: JointGraph) -> frozenset[fx.Node]:
-    """Tensor-valued nodes living in a caller-visible storage (a non-static input's or a returned
-    output's) that no backward node reads directly: eager autograd keeps no reference to them."""
-    facts = jg.facts
-    visible = {s for n in jg.primals if facts[n].role is Role.INPUT for s in facts[n].storages}
-    visible.update(s for n in jg.fwd_outputs for s in facts[n].storages)
-    read_by_backward = {a for n, f in facts.items() if f.role is Role.BACKWARD for a in n.all_input_nodes}
-    return frozenset(
-        n for n, f in facts.items()
-        if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(s in visible for s in f.storages)
-    )
 
 
 class _Walk:
@@ -153,7 +140,7 @@ def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph
             fact = jg.facts[joint_node]
             if fact.role is Role.FORWARD and fact.recompute_ban is not None:
                 out.append(f"would recompute {node.name} ({fact.recompute_ban})")
-    exposed = _exposed_nodes(jg)
+    exposed = jg.caller_visible
     fw_output = mc_fw.graph.find_nodes(op="output")[0].args[0]
     for value in fw_output[jg.num_fwd_outputs:]:
         joint_node = by_name.get(value.name) if isinstance(value, fx.Node) else None
