@@ -126,22 +126,28 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     by_name = {n.name: n for n in joint.graph.nodes}
     base = [by_name[name] for name in _torch.saved_names(mc_fw, num_fwd_outputs) if name in by_name]
     base_tensors = [n for n in base if not _torch.is_sym_node(n)]
+    sym = list(dict.fromkeys([n for n in jg.forward if _torch.is_sym_node(n)] + [n for n in base if _torch.is_sym_node(n)]))
     always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]  # saved by every plan
+
+    # The chain that counts the always-saved values in every segment is the faithful one (and the
+    # only one a budget is checked against).  Without a budget the chain that counts them only in
+    # the last segment is also solved: both are models of the real schedule and neither is always
+    # closer, so the memory model's replay of the two extracted pairs decides.
     lin = linearize(jg, base_tensors, always)
-    chain = lin.chain
-    budget = options.budget_bytes(chain.no_recompute_peak())
+    budget = options.budget_bytes(lin.chain.no_recompute_peak())
     try:
-        plan = get_solver(options.solver)(chain, budget)
+        plan = get_solver(options.solver)(lin.chain, budget)
     except ValueError as exc:
         raise BudgetError(f"fxremat: memory_budget={options.memory_budget!r}: {exc}") from None
+    best = _candidate(jg, lin, plan, base_tensors, sym)
+    if budget is None and always:
+        lin_last = linearize(jg, base_tensors)
+        other = _candidate(jg, lin_last, get_solver(options.solver)(lin_last.chain), base_tensors, sym)
+        if other[-1].peak_bytes < best[-1].peak_bytes:
+            lin, best = lin_last, other
+    plan, saved, fw, bw, timeline = best
 
-    saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
-    sym = list(dict.fromkeys([n for n in jg.forward if _torch.is_sym_node(n)] + [n for n in base if _torch.is_sym_node(n)]))
-    fw, bw = _torch.extract_fwd_bwd(
-        joint, saved, sym, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
-    )
-    bw = recompute_just_in_time(bw, jg)
-    timeline = simulate(fw, bw, num_fwd_outputs)
+    chain = lin.chain
     if unsafe:
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
@@ -153,6 +159,16 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         tuple(n.name for n in saved), sum(chain.forward_cost), 0.0,
     )
     return fw, bw, report
+
+
+def _candidate(jg: JointGraph, lin, plan: Plan, base_tensors: list[fx.Node], sym: list[fx.Node]):
+    """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan."""
+    saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
+    fw, bw = _torch.extract_fwd_bwd(
+        jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
+    )
+    bw = recompute_just_in_time(bw, jg)
+    return plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs)
 
 
 def _log_report(r: PartitionReport) -> None:
