@@ -182,8 +182,10 @@ def run_step(
     retain_graph: bool = False,
     mark_dynamic: tuple[tuple[int, int], ...] = (),
     compile_kwargs: dict | None = None,
+    after_forward: Callable[[Any, list], None] | None = None,
 ) -> Step:
-    """One seeded training step of a fresh model under ``config``."""
+    """One seeded training step of a fresh model under ``config``; ``after_forward(out, inputs)``
+    runs between the forward and the loss (a user touching tensors before the backward)."""
     model, inputs = build(factory)
     for index, dim in mark_dynamic:
         torch._dynamo.mark_dynamic(inputs[index], dim)
@@ -198,6 +200,8 @@ def run_step(
         torch.manual_seed(seed)
         with ctx():
             out = fn(*inputs)
+        if after_forward is not None:
+            after_forward(out, inputs)
         loss = weighted_loss(out)
         if loss is not None and loss.requires_grad:
             loss.backward(retain_graph=retain_graph)
@@ -737,74 +741,68 @@ def test_several_outputs_and_no_grad_inputs(config):
     check_hazard(lambda: (ManyOutputs(), (x64(), (torch.rand(64, 64) > 0.5).float())), config)
 
 
-def _user_mutates_outputs(config: Config, *, via_data: bool, dropout: bool = False):
-    """Eager: mutating a returned activation in place after the forward is legal when autograd did
-    not save it (a Linear's output feeding tanh is not saved: tanh saves its own output), also when
-    the returned activation is a dropout output (dropout saves its mask, tanh its own output)."""
+@dataclasses.dataclass(frozen=True)
+class UserEdits:
+    """``after_forward`` hook: edit returned outputs and inputs in place (``add_(1)``) between
+    forward and backward, under no_grad (a version bump) or through ``.data`` (none: silent).
+    Legal in eager whenever autograd did not save the edited tensor; fxremat must then neither
+    raise nor let the edit reach the gradients."""
 
-    class ReturnsActivations(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.blocks = nn.ModuleList(MLPBlock(64) for _ in range(6))
+    outputs: tuple[int, ...] = ()
+    inputs: tuple[int, ...] = ()
+    via_data: bool = False
 
-        def forward(self, x):
-            pre = []
-            for block in self.blocks:
-                y = block.fc1(x)
-                if dropout:
-                    y = F.dropout(y, 0.2, training=True)
-                pre.append(y)
-                x = x + block.fc2(torch.tanh(y))
-            return x, *pre
+    def __call__(self, out: Any, inputs: list) -> None:
+        targets = [out[i] for i in self.outputs] + [inputs[i] for i in self.inputs]
+        for t in targets:
+            if self.via_data:
+                t.data.add_(1)
+            else:
+                with torch.no_grad():
+                    t.add_(1)
 
-    def step(config: Config) -> torch.Tensor:
-        model, (x,) = build(lambda: (ReturnsActivations(), (x64(),)))
-        torch._dynamo.reset()
-        fn = model if config.backend is None else torch.compile(model, backend=config.backend("eager"))
-        with force_fxremat_plan() if config.forced else contextlib.nullcontext():
-            torch.manual_seed(5)
-            out, *pre = fn(x)
-            for y in pre:
-                if via_data:
-                    y.data.mul_(0)
-                else:
-                    with torch.no_grad():
-                        y.mul_(0)
-            out.pow(2).sum().backward()
-        return x.grad
 
-    try:  # a broken reference must fail the test outright, even under an xfail(raises=...) mark
-        expected = step(EAGER)
-        torch.testing.assert_close(step(MIN_CUT), expected, **EXACT)
-    except Exception as exc:  # noqa: BLE001
-        pytest.fail(f"the reference itself failed (eager or min-cut): {type(exc).__name__}: {exc}")
-    torch.testing.assert_close(step(config), expected, **VS_EAGER)
+class ReturnsActivations(nn.Module):
+    """Returns each block's pre-activation ``y`` too.  Eager does not save ``y``: a Linear's output
+    feeding tanh is not saved (tanh saves its own output), nor is a dropout output (dropout saves
+    its mask), so the caller may edit it."""
+
+    def __init__(self, dropout: bool) -> None:
+        super().__init__()
+        self.dropout = dropout
+        self.blocks = nn.ModuleList(MLPBlock(64) for _ in range(6))
+
+    def forward(self, x):
+        pre = []
+        for block in self.blocks:
+            y = block.fc1(x)
+            if self.dropout:
+                y = F.dropout(y, 0.2, training=True)
+            pre.append(y)
+            x = x + block.fc2(torch.tanh(y))
+        return x, *pre
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
-def test_user_mutates_returned_activation_in_place(config):
-    _user_mutates_outputs(config, via_data=False)
+@pytest.mark.parametrize("via_data", [False, True], ids=["in_place", "through_data"])
+def test_user_edits_returned_activations(config, via_data):
+    check_hazard(lambda: (ReturnsActivations(dropout=False), (x64(),)), config,
+                 after_forward=UserEdits(outputs=tuple(range(1, 7)), via_data=via_data))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
-def test_user_mutates_returned_activation_through_data(config):
-    _user_mutates_outputs(config, via_data=True)
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=repr)
-def test_user_mutates_returned_dropout_output_in_place(config):
-    _user_mutates_outputs(config, via_data=False, dropout=True)
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=repr)
-def test_user_mutates_returned_dropout_output_through_data(config):
-    _user_mutates_outputs(config, via_data=True, dropout=True)
+@pytest.mark.parametrize("via_data", [False, True], ids=["in_place", "through_data"])
+def test_user_edits_returned_dropout_outputs(config, via_data):
+    check_hazard(lambda: (ReturnsActivations(dropout=True), (x64(),)), config,
+                 after_forward=UserEdits(outputs=tuple(range(1, 7)), via_data=via_data))
 
 
 class ReturnedViewOfDropout(nn.Module):
     """Found by the long fuzz profile (seed 1442): a dropout output (random, so saved, never
     recomputed) is also returned through a view ``v``; the backward needs ``z = cat(v, v)...``, which
-    eager saves and fxremat recomputes from the saved dropout output."""
+    eager saves; fxremat used to recompute it from the saved dropout output, so the caller's
+    ``v.add_(1)`` reached ``lin.weight``'s grad (no version-counter error: the caller sees the value
+    only through AOTAutograd's regenerated output alias)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -822,29 +820,14 @@ class ReturnedViewOfDropout(nn.Module):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_user_edits_returned_view_of_dropout_output(config):
-    def step(config: Config) -> dict[str, torch.Tensor]:
-        model, (x,) = build(lambda: (ReturnedViewOfDropout(), (torch.randn(2, 8, 16, 8, requires_grad=True),)))
-        torch._dynamo.reset()
-        fn = model if config.backend is None else torch.compile(model, backend=config.backend("eager"))
-        with force_fxremat_plan() if config.forced else contextlib.nullcontext():
-            torch.manual_seed(1)
-            s, out, m, v = fn(x)
-            with torch.no_grad():
-                v.add_(1)  # legal in eager: autograd saved z, not v
-            weighted_loss((s, out, m)).backward()
-        return {n: p.grad for n, p in model.named_parameters()}
-
-    try:  # a broken reference must fail the test outright, even under an xfail(raises=...) mark
-        expected = step(EAGER)
-        torch.testing.assert_close(step(MIN_CUT), expected, **EXACT)
-    except Exception as exc:  # noqa: BLE001
-        pytest.fail(f"the reference itself failed (eager or min-cut): {type(exc).__name__}: {exc}")
-    torch.testing.assert_close(step(config), expected, **VS_EAGER)
+    check_hazard(lambda: (ReturnedViewOfDropout(), (torch.randn(2, 8, 16, 8, requires_grad=True),)), config,
+                 after_forward=UserEdits(outputs=(3,)))
 
 
 class ScaledInput(nn.Module):
     """``x * 2`` first (a scalar multiply saves nothing), then blocks: eager saves ``x * 2`` for the
-    first Linear's weight grad, never ``x`` itself."""
+    first Linear's weight grad, never ``x`` itself, so the caller may edit ``x`` (e.g. reuse its
+    buffer) before the backward."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -854,37 +837,10 @@ class ScaledInput(nn.Module):
         return self.body(x * 2)
 
 
-def _user_mutates_input(config: Config, *, via_data: bool) -> None:
-    def step(config: Config) -> dict[str, torch.Tensor]:
-        model, (x,) = build(lambda: (ScaledInput(), (x64(),)))
-        torch._dynamo.reset()
-        fn = model if config.backend is None else torch.compile(model, backend=config.backend("eager"))
-        with force_fxremat_plan() if config.forced else contextlib.nullcontext():
-            out = fn(x)
-            if via_data:
-                x.data.add_(1)
-            else:
-                with torch.no_grad():
-                    x.add_(1)  # e.g. an input buffer reused before the backward
-            out.pow(2).sum().backward()
-        return {n: p.grad for n, p in model.named_parameters()}
-
-    try:  # a broken reference must fail the test outright, even under an xfail(raises=...) mark
-        expected = step(EAGER)
-        torch.testing.assert_close(step(MIN_CUT), expected, **EXACT)
-    except Exception as exc:  # noqa: BLE001
-        pytest.fail(f"the reference itself failed (eager or min-cut): {type(exc).__name__}: {exc}")
-    torch.testing.assert_close(step(config), expected, **VS_EAGER)
-
-
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
-def test_user_mutates_input_after_forward(config):
-    _user_mutates_input(config, via_data=False)
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=repr)
-def test_user_mutates_input_through_data_after_forward(config):
-    _user_mutates_input(config, via_data=True)
+@pytest.mark.parametrize("via_data", [False, True], ids=["in_place", "through_data"])
+def test_user_edits_input_after_forward(config, via_data):
+    check_hazard(lambda: (ScaledInput(), (x64(),)), config, after_forward=UserEdits(inputs=(0,), via_data=via_data))
 
 
 # ---------------------------------------------------------------------- dynamic shapes
@@ -1475,21 +1431,15 @@ def min_cut_saving_returned_y():
 def test_min_cut_pair_keeping_a_caller_visible_tensor_is_never_returned():
     """fxremat returns min-cut's pair when it predicts no gain, but never one that keeps a tensor the
     caller holds and eager does not keep: the caller's edit of ``y`` would reach ``b.weight``'s grad."""
-    def step(config: Config) -> tuple[torch.Tensor, list]:
-        model, (x,) = build(lambda: (ReturnsScaled(), (x64(),)))
-        torch._dynamo.reset()
-        fxremat.last_reports(clear=True)
-        fn = model if config.backend is None else torch.compile(model, backend=config.backend("eager"))
-        out, y = fn(x)
-        y.data.add_(100)  # legal in eager (autograd saved cat(y, y), not y); no version bump: silent
-        out.sum().backward()
-        return model.b.weight.grad, fxremat.last_reports(clear=True)
-
-    expected, _ = step(EAGER)
+    factory = lambda: (ReturnsScaled(), (x64(),))  # noqa: E731
+    edit = UserEdits(outputs=(1,), via_data=True)  # no version bump: a wrong pair is silently wrong
+    eager = run_step(factory, EAGER, after_forward=edit)
     with min_cut_saving_returned_y():
-        unsafe_grad, _ = step(MIN_CUT)
-        assert (unsafe_grad - expected).abs().max() > 1, "the patched min-cut pair should be wrong here"
-        grad, reports = step(FXREMAT)
-    assert [r.chosen for r in reports] == ["fxremat"]
-    assert reports[0].reason.startswith("min-cut would save caller-visible")
-    torch.testing.assert_close(grad, expected, **VS_EAGER)
+        unsafe = run_step(factory, MIN_CUT, after_forward=edit)
+        ours = run_step(factory, FXREMAT, after_forward=edit)
+    error = (unsafe.grads["param b.weight"] - eager.grads["param b.weight"]).abs().max()
+    assert error > 1, "the patched min-cut pair should be wrong here"
+    assert [r.chosen for r in ours.reports] == ["fxremat"]
+    assert ours.reports[0].reason.startswith("min-cut would save caller-visible")
+    assert not ours.warnings
+    assert_same(ours, eager, tol=VS_EAGER, what="fxremat vs eager")
