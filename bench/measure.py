@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import logging
 import statistics
 import time
 import traceback
@@ -33,6 +32,7 @@ import torch
 import fxremat
 from fxremat.partitioner import BudgetError
 from fxremat.profiling import measure_peak
+from fxremat.report import captured_warnings
 
 from .contenders import Contender
 from .models import Built, Case
@@ -100,17 +100,6 @@ def _cleanup(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-class _LogCapture(logging.Handler):
-    """Collects fxremat's warnings (a planning failure falls back to min-cut with one)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 def _step_fn(case: Case, built: Built, module: torch.nn.Module) -> Callable[[], torch.Tensor]:
     def forward_backward() -> torch.Tensor:
         out = module(*built.inputs)
@@ -164,67 +153,64 @@ def run_contender(case: Case, contender: Contender, device: str, timing: Timing,
     Returns the result and this contender's own loss and gradients (a reference for later ones)."""
     result: dict[str, Any] = {"status": "ok"}
     produced_ref = None
-    capture = _LogCapture()
-    logger = logging.getLogger("fxremat")
-    logger.addHandler(capture)
-    _cleanup(device)
-    try:
-        built = case.build(device)
-        module, recorder = contender.prepare(built.module)
-        step = _step_fn(case, built, module)
+    with captured_warnings() as warned:
+        _cleanup(device)
+        try:
+            built = case.build(device)
+            module, recorder = contender.prepare(built.module)
+            step = _step_fn(case, built, module)
 
-        _sync(device)
-        t0 = time.perf_counter()
-        loss = step()
-        _sync(device)
-        result["first_call_s"] = time.perf_counter() - t0
-        grads = _grads(built.module)
-        produced_ref = Reference(loss.cpu(), grads)
-        rtol, atol = tolerances(contender, device)
-        result["check"] = _compare(reference, loss, grads, rtol, atol) if reference is not None else None
-        if same_graph_reference is not None:
-            result["check_vs_min_cut"] = _compare(same_graph_reference, loss, grads, rtol, atol)
-        result.update(_predictions(contender, recorder))
-        del grads
-
-        built.module.zero_grad(set_to_none=True)
-        gc.collect()
-        m = measure_peak(step, device=device)
-        result["peak_bytes"] = m.peak_bytes
-        result["baseline_bytes"] = m.baseline_bytes
-        if device.startswith("cuda"):
-            result["abs_peak_bytes"] = torch.cuda.max_memory_allocated()
-
-        for _ in range(timing.warm):
-            built.module.zero_grad(set_to_none=True)
-            step()
-        times: list[float] = []
-        spent = 0.0
-        while len(times) < timing.timed and (len(times) < timing.min_timed or spent < timing.max_timed_s):
-            built.module.zero_grad(set_to_none=True)
             _sync(device)
             t0 = time.perf_counter()
-            step()
+            loss = step()
             _sync(device)
-            times.append(time.perf_counter() - t0)
-            spent += times[-1]
-        result["step_s"] = statistics.median(times)
-        result["step_s_all"] = times
-    except Exception as exc:  # noqa: BLE001 - one contender's failure must not end the suite
-        budget = _budget_error(exc)
-        if budget is not None:  # a budget below every feasible peak: a fact about the budget, not a failure
-            result.update(status="infeasible", reason=str(budget))
-        else:
-            inner = getattr(exc, "inner_exception", None) or exc  # unwrap BackendCompilerFailed
-            text = str(inner).strip().splitlines()
-            result.update(status="failed", reason=f"{type(inner).__name__}: {text[0] if text else ''}"[:400],
-                          traceback=traceback.format_exc()[-4000:])
-    finally:
-        logger.removeHandler(capture)
-        if capture.messages:
-            result["fxremat_warnings"] = capture.messages
-        built = module = step = None  # noqa: F841 - drop the model before the next contender
-        _cleanup(device)
+            result["first_call_s"] = time.perf_counter() - t0
+            grads = _grads(built.module)
+            produced_ref = Reference(loss.cpu(), grads)
+            rtol, atol = tolerances(contender, device)
+            result["check"] = _compare(reference, loss, grads, rtol, atol) if reference is not None else None
+            if same_graph_reference is not None:
+                result["check_vs_min_cut"] = _compare(same_graph_reference, loss, grads, rtol, atol)
+            result.update(_predictions(contender, recorder))
+            del grads
+
+            built.module.zero_grad(set_to_none=True)
+            gc.collect()
+            m = measure_peak(step, device=device)
+            result["peak_bytes"] = m.peak_bytes
+            result["baseline_bytes"] = m.baseline_bytes
+            if device.startswith("cuda"):
+                result["abs_peak_bytes"] = torch.cuda.max_memory_allocated()
+
+            for _ in range(timing.warm):
+                built.module.zero_grad(set_to_none=True)
+                step()
+            times: list[float] = []
+            spent = 0.0
+            while len(times) < timing.timed and (len(times) < timing.min_timed or spent < timing.max_timed_s):
+                built.module.zero_grad(set_to_none=True)
+                _sync(device)
+                t0 = time.perf_counter()
+                step()
+                _sync(device)
+                times.append(time.perf_counter() - t0)
+                spent += times[-1]
+            result["step_s"] = statistics.median(times)
+            result["step_s_all"] = times
+        except Exception as exc:  # noqa: BLE001 - one contender's failure must not end the suite
+            budget = BudgetError.behind(exc)
+            if budget is not None:  # a budget below every feasible peak: a fact about the budget, not a failure
+                result.update(status="infeasible", reason=str(budget))
+            else:
+                inner = getattr(exc, "inner_exception", None) or exc  # unwrap BackendCompilerFailed
+                text = str(inner).strip().splitlines()
+                result.update(status="failed", reason=f"{type(inner).__name__}: {text[0] if text else ''}"[:400],
+                              traceback=traceback.format_exc()[-4000:])
+        finally:
+            built = module = step = None  # noqa: F841 - drop the model before the next contender
+            _cleanup(device)
+    if warned:
+        result["fxremat_warnings"] = warned
     return result, produced_ref
 
 
@@ -247,17 +233,6 @@ def fp64_reference(case: Case, device: str) -> Reference:
 
 def compare(ref: Reference, other: Reference, rtol: float, atol: float) -> dict[str, Any]:
     return _compare(ref, other.loss, other.grads, rtol, atol)
-
-
-def _budget_error(exc: BaseException) -> BudgetError | None:
-    """The BudgetError behind ``exc`` (Dynamo wraps backend errors in BackendCompilerFailed)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, BudgetError):
-            return exc
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-        seen += 1
-    return None
 
 
 def _predictions(contender: Contender, recorder: Any) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def _check_writable(option: str, file: str | None) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     from .partitioner import BudgetError
-    from .report import _PLOT_HELP, _budget_error, explain
+    from .report import _PLOT_HELP, explain
 
     _check_writable("--plot", args.plot)
     _check_writable("--json", args.json)
@@ -147,7 +147,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         report = explain(model, *inputs, solver=args.solver, memory_budget=args.memory_budget, name=name)
     except Exception as exc:  # noqa: BLE001 - a budget no plan meets is a usage error
-        budget = exc if isinstance(exc, BudgetError) else _budget_error(exc)
+        budget = BudgetError.behind(exc)
         if budget is None:
             raise
         raise _UsageError(str(budget)) from None

@@ -44,6 +44,18 @@ log = logging.getLogger("fxremat")
 class BudgetError(ValueError):
     """The memory budget is below the smallest peak any plan reaches (a user error)."""
 
+    @staticmethod
+    def behind(exc: BaseException | None) -> BudgetError | None:
+        """The :class:`BudgetError` in ``exc``'s chain, if any (Dynamo wraps backend errors in
+        ``BackendCompilerFailed``: its ``inner_exception``, ``__cause__`` or ``__context__``)."""
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, BudgetError):
+                return exc
+            seen.add(id(exc))
+            exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+        return None
+
 
 @dataclass(frozen=True)
 class PartitionReport:

@@ -20,7 +20,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -29,7 +29,7 @@ from .memory import Timeline
 from .options import Options
 from .partitioner import BudgetError, PartitionReport, last_reports
 
-__all__ = ["explain", "Report"]
+__all__ = ["explain", "Report", "captured_warnings"]
 
 _MIB = 2**20
 _PLOT_HELP = "pip install 'fxremat[plot]'"
@@ -283,19 +283,6 @@ def _plot_graph(ax, i: int, n: int, r: PartitionReport, rep: Report) -> None:
 
 
 # ------------------------------------------------------------------------------ explain
-class _Collect(logging.Handler):
-    """Keeps the messages of fxremat's fallback warnings while :func:`explain` runs."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.getMessage()
-        if "falling back" in msg:
-            self.messages.append(msg)
-
-
 def _loss(out: Any) -> torch.Tensor | None:
     from torch.utils._pytree import tree_leaves
 
@@ -307,15 +294,23 @@ def _loss(out: Any) -> torch.Tensor | None:
     return sum(terms[1:], terms[0]) if terms else None
 
 
-def _budget_error(exc: BaseException) -> BaseException | None:
-    """The :class:`BudgetError` in ``exc``'s cause/context chain (Dynamo wraps backend errors)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, BudgetError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+@contextlib.contextmanager
+def captured_warnings() -> Iterator[list[str]]:
+    """Collect the messages of the warnings fxremat logs inside the block (its fallbacks: a graph
+    it could not plan and handed to PyTorch's partitioner)."""
+    messages: list[str] = []
+
+    class _Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = _Handler(logging.WARNING)
+    logger = logging.getLogger("fxremat")
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
 
 
 @contextlib.contextmanager
@@ -369,8 +364,6 @@ def explain(
     backend = make_backend(solver, memory_budget, compiler="eager")
     if name is None:
         name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", repr(model))
-    collect = _Collect()
-    logger = logging.getLogger("fxremat")
     torch.compiler.reset()
     last_reports(clear=True)
     start = time.perf_counter()
@@ -378,8 +371,7 @@ def explain(
         with contextlib.ExitStack() as stack:
             stack.enter_context(_torch.caches_disabled())
             stack.enter_context(_restore_state(model))
-            logger.addHandler(collect)
-            stack.callback(logger.removeHandler, collect)
+            warned = stack.enter_context(captured_warnings())
             compiled = torch.compile(model, backend=backend)
             try:
                 loss = _loss(compiled(*example_inputs))
@@ -390,7 +382,7 @@ def explain(
                     )
                 loss.backward()
             except Exception as exc:
-                budget = _budget_error(exc)
+                budget = BudgetError.behind(exc)
                 if budget is not None:
                     raise budget from None
                 raise
@@ -398,10 +390,10 @@ def explain(
         reports = tuple(last_reports(clear=True))
     finally:
         torch.compiler.reset()
-    if not reports and not collect.messages:
+    if not reports and not warned:
         raise RuntimeError(
             "fxremat planned no graph: nothing reached the partitioner (was the step served from a cache, "
             "or did every graph run without autograd?)"
         )
     return Report(name, solver, Options(solver, memory_budget).memory_budget, reports,
-                  tuple(collect.messages), seconds)
+                  tuple(warned), seconds)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
 import time
@@ -58,6 +57,7 @@ from fuzz_models import (HypothesisDrawer, Program, RandomDrawer, build_model, d
                          make_input)
 from fxremat import make_backend
 from fxremat.backend import min_cut_backend
+from fxremat.report import captured_warnings
 
 pytest_plugins = ["conftest_fuzz"]
 
@@ -70,15 +70,6 @@ UNSAFE_MIN_CUT = "min-cut would "  # the partitioner's reason when min-cut's pai
 
 
 # ------------------------------------------------------------------------------- one graph
-
-
-class _Warnings(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 def _loss(out: Any) -> torch.Tensor:
@@ -94,26 +85,20 @@ def _step(program: Program, backend: Any | None, forced: bool = False, mutate: t
     tensor autograd did not save."""
     model = build_model(program)
     x = make_input(program)
-    handler = _Warnings()
-    logger = logging.getLogger("fxremat")
     torch._dynamo.reset()
     fxremat.last_reports(clear=True)
     fn = model if backend is None else torch.compile(model, backend=backend)
-    logger.addHandler(handler)
-    try:
-        with force_fxremat_plan() if forced else contextlib.nullcontext():
-            torch.manual_seed(program.seed + 2)
-            out = fn(x)
-            outs = [o.detach().clone() for o in (out if isinstance(out, tuple) else (out,))]
-            with torch.no_grad():
-                for i in mutate:
-                    (x if i == "input" else (out if isinstance(out, tuple) else (out,))[i]).add_(1)
-            _loss(out).backward()
-    finally:
-        logger.removeHandler(handler)
+    with captured_warnings() as warned, force_fxremat_plan() if forced else contextlib.nullcontext():
+        torch.manual_seed(program.seed + 2)
+        out = fn(x)
+        outs = [o.detach().clone() for o in (out if isinstance(out, tuple) else (out,))]
+        with torch.no_grad():
+            for i in mutate:
+                (x if i == "input" else (out if isinstance(out, tuple) else (out,))[i]).add_(1)
+        _loss(out).backward()
     grads = {name: p.grad for name, p in model.named_parameters()}
     grads["input"] = x.grad
-    return outs, grads, fxremat.last_reports(clear=True), handler.messages
+    return outs, grads, fxremat.last_reports(clear=True), warned
 
 
 def _mismatch(name: str, actual: torch.Tensor | None, expected: torch.Tensor | None) -> str | None:

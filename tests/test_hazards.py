@@ -56,6 +56,7 @@ import fxremat.partitioner
 from fuzz_models import force_fxremat_plan
 from fxremat import FxrematPartitioner, Options, _torch, make_backend
 from fxremat.backend import min_cut_backend
+from fxremat.report import captured_warnings
 
 TORCH_213 = torch.__version__.startswith("2.13.")
 VS_EAGER = dict(rtol=1e-5, atol=1e-5)
@@ -98,26 +99,6 @@ CHEN = Config("chen", lambda c: make_backend("chen", compiler=c))
 BUDGET = Config("budget", lambda c: make_backend(memory_budget=0.75, compiler=c))  # feasible with dropout masks counted
 CONFIGS = [FXREMAT, FORCED]  # every hazard
 CONFIGS_ALL = [FXREMAT, FORCED, CHEN, BUDGET]  # the hazards where more recomputation matters most
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@contextlib.contextmanager
-def fxremat_warnings():
-    handler = _Records()
-    logger = logging.getLogger("fxremat")
-    logger.addHandler(handler)
-    try:
-        yield handler.records
-    finally:
-        logger.removeHandler(handler)
 
 
 @dataclasses.dataclass
@@ -196,7 +177,7 @@ def run_step(
     else:
         fn = torch.compile(model, backend=config.backend(compiler), **(compile_kwargs or {}))
     forced = force_fxremat_plan() if config.forced else contextlib.nullcontext()
-    with forced, fxremat_warnings() as warned:
+    with forced, captured_warnings() as warned:
         torch.manual_seed(seed)
         with ctx():
             out = fn(*inputs)
@@ -216,7 +197,7 @@ def run_step(
         inputs_after=_detached(inputs),
         rng_after=torch.get_rng_state(),
         reports=fxremat.last_reports(),
-        warnings=[r.getMessage() for r in warned],
+        warnings=list(warned),
     )
 
 
@@ -876,7 +857,7 @@ def _dynamic_steps(config: Config, compiler: str, sizes: tuple[int, ...]) -> lis
         fn = torch.compile(model, backend=config.backend(compiler))
     steps = []
     forced = force_fxremat_plan() if config.forced else contextlib.nullcontext()
-    with forced, fxremat_warnings() as warned:
+    with forced, captured_warnings() as warned:
         for size in sizes:
             model.zero_grad(set_to_none=True)
             x = torch.randn(size, 64, generator=torch.Generator().manual_seed(size), requires_grad=True)
@@ -886,7 +867,7 @@ def _dynamic_steps(config: Config, compiler: str, sizes: tuple[int, ...]) -> lis
             loss.backward()
             steps.append(Step([out.detach()], loss.detach(), {
                 **{f"param {n}": p.grad.clone() for n, p in model.named_parameters()}, "input": x.grad.clone()},
-                {}, [], torch.get_rng_state(), fxremat.last_reports(), [r.getMessage() for r in warned]))
+                {}, [], torch.get_rng_state(), fxremat.last_reports(), list(warned)))
     return steps
 
 
