@@ -9,6 +9,7 @@ between 2.11 and 2.14 are called by keyword and probed with ``inspect.signature`
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import warnings
@@ -239,23 +240,18 @@ def compile_without_inductor(gm: fx.GraphModule, example_inputs: list, partition
     )(gm, example_inputs)
 
 
+@contextlib.contextmanager
 def caches_disabled():
     """A context turning off the on-disk FX-graph and AOTAutograd caches (a hit skips the partitioner)."""
-    import contextlib
-
     from torch._functorch import config as functorch_config
     from torch._inductor import config as inductor_config
 
-    stack = contextlib.ExitStack()
-    stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
-    stack.enter_context(inductor_config.patch(fx_graph_cache=False))
-    return stack
+    with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
+        yield
 
 
 def activation_memory_budget(budget: float | None):
     """A context setting min-cut's ``activation_memory_budget`` (no-op for None)."""
-    import contextlib
-
     if budget is None:
         return contextlib.nullcontext()
     from torch._functorch import config as functorch_config

@@ -56,7 +56,6 @@ class Timeline:
         return max((a - s for a, s in zip(self.bytes_alive, scratch)), default=0)
 
 
-
 def _nbytes(arg) -> int:
     val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
     return _torch.hint(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0
