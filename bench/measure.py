@@ -30,6 +30,7 @@ from typing import Any, Callable
 import torch
 
 import fxremat
+from fxremat import _torch
 from fxremat.partitioner import BudgetError
 from fxremat.profiling import measure_peak
 from fxremat.report import captured_warnings
@@ -61,12 +62,10 @@ class Reference:
 def no_caches():
     """Inductor's FX graph cache and AOTAutograd's cache off (a hit would skip the partitioner);
     TF32 off on CUDA so compiled and eager math agree to the tolerance."""
-    import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(inductor_config.patch(fx_graph_cache=False))
-        stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+        stack.enter_context(_torch.caches_disabled())
         if hasattr(inductor_config, "autotune_local_cache"):
             stack.enter_context(inductor_config.patch(autotune_local_cache=False))
         if torch.cuda.is_available():

@@ -6,15 +6,12 @@ Nothing here is autouse: test modules that compile opt in with
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 import torch._dynamo
-import torch._functorch.config as functorch_config
-import torch._inductor.config as inductor_config
 
 import fxremat
+from fxremat import _torch
 
 
 @pytest.fixture
@@ -30,9 +27,7 @@ def fresh_compile():
     """
     torch._dynamo.reset()
     fxremat.last_reports(clear=True)
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(inductor_config.patch(fx_graph_cache=False))
-        stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+    with _torch.caches_disabled():
         yield
     torch._dynamo.reset()
     fxremat.last_reports(clear=True)

@@ -47,15 +47,13 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
-import torch._functorch.config as functorch_config
-import torch._inductor.config as inductor_config
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 import fxremat
 from fuzz_models import (HypothesisDrawer, Program, RandomDrawer, build_model, draw_program, force_fxremat_plan,
                          make_input)
-from fxremat import make_backend
+from fxremat import _torch, make_backend
 from fxremat.backend import min_cut_backend
 from fxremat.report import captured_warnings
 
@@ -169,7 +167,7 @@ def check_program(program: Program, *, forced: bool = False, solver: str = "line
     decomposition of ``native_dropout_backward`` returning strides a later ``view`` rejects; not
     fxremat's to fix, reported separately), with the ``problems`` and fxremat's ``reports``.
     """
-    with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
+    with _torch.caches_disabled():
         mutate = user_edits(program) if mutate_outputs else ()
         e_outs, e_grads, _, _ = _step(program, None, mutate=mutate)
         problems, reports = _problems(program, make_backend(solver, compiler="eager"), (e_outs, e_grads),

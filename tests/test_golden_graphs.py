@@ -55,7 +55,7 @@ def plan_of(model: nn.Module, *inputs: torch.Tensor) -> str:
         fw_compiler=capture, bw_compiler=capture, partition_fn=FxrematPartitioner(),
         decompositions=_torch.eager_decompositions(),
     )
-    with torch._functorch.config.patch(enable_autograd_cache=False):
+    with _torch.caches_disabled():
         out = torch.compile(model, backend=backend)(*inputs)
         out.sum().backward()
     report = fxremat.last_reports()[-1]

@@ -65,15 +65,7 @@ VS_EAGER_INDUCTOR = dict(rtol=1e-4, atol=1e-4)
 EXACT = dict(rtol=0.0, atol=0.0)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_compile():
-    """Dynamo reset before and after, report list cleared, on-disk caches off (restored after)."""
-    torch._dynamo.reset()
-    fxremat.last_reports(clear=True)
-    with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
-        yield
-    torch._dynamo.reset()
-    fxremat.last_reports(clear=True)
+pytestmark = pytest.mark.usefixtures("fresh_compile")
 
 
 # ------------------------------------------------------------------------------------ harness

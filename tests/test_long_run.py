@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 import fxremat
+from fxremat import _torch
 from fxremat.demo import BasicBlock
 from fxremat.profiling import _allocation_events
 
@@ -76,7 +77,7 @@ def train(factory, compiled: bool, profile_memory: bool = False):
 
 @pytest.mark.parametrize("factory", [small_cnn, small_transformer], ids=["residual_cnn", "transformer"])
 def test_300_steps_match_eager_and_do_not_leak(factory):
-    with torch._functorch.config.patch(enable_autograd_cache=False):
+    with _torch.caches_disabled():
         eager, _ = train(factory, compiled=False)
         ours, ends = train(factory, compiled=True, profile_memory=True)
     assert len(ours) == len(eager) == STEPS

@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 
 import fxremat
+from fxremat import _torch
 from fxremat.options import Options
 
 
@@ -37,7 +38,7 @@ def test_infeasible_budget_names_the_smallest_feasible_peak():
     torch._dynamo.reset()
     model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh()) for _ in range(6)])
     compiled = torch.compile(model, backend=fxremat.make_backend(memory_budget=1, compiler="eager"))
-    with torch._functorch.config.patch(enable_autograd_cache=False):
+    with _torch.caches_disabled():
         with pytest.raises(Exception) as info:
             compiled(torch.randn(256, 64)).sum().backward()
     # torch.compile wraps backend errors in BackendCompilerFailed; the message reaches the user whole.
