@@ -65,6 +65,7 @@ class JointGraph:
     static_inputs: frozenset[fx.Node]
     mutated_inputs: frozenset[fx.Node]
     forward: tuple[fx.Node, ...]  # nodes the forward outputs need, in graph order
+    backward: tuple[fx.Node, ...]  # nodes that need a tangent, in graph order
     fwd_outputs: tuple[fx.Node, ...]  # the user-visible forward outputs (tensors only)
     # tensors in the storage of a non-static input or a returned output (the caller may edit them
     # before the backward) that no backward node reads directly (eager autograd does not keep them)
@@ -117,6 +118,8 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
         return "effectful op"
     elif isinstance(target, torch._ops.HigherOrderOperator):
         return f"higher-order op {target.name()} (its subgraphs are not inspected)"
+    if target is operator.getitem and isinstance(node.args[0], fx.Node) and facts[node.args[0]].recompute_ban:
+        return f"output of {node.args[0].name}: {facts[node.args[0]].recompute_ban}"  # saved, never rebuilt
     if target is not operator.getitem and node.is_impure():
         return "impure op"
     for arg in node.all_input_nodes:  # args come first in graph order: their facts exist
@@ -159,7 +162,7 @@ def analyze(
     facts: dict[fx.Node, NodeFacts] = {}
     storage_bytes: dict[object, int] = {}
     storage_owner: dict[object, fx.Node] = {}
-    forward = []
+    forward, backward = [], []
     for node in graph.nodes:
         tensors = _torch.tensors_in(node.meta.get("val"))
         keys = tuple(_torch.storage_key(t) for t in tensors)
@@ -180,12 +183,13 @@ def analyze(
             role = Role.FORWARD  # needs no tangent, only the backward uses it: forward-computable
         else:
             role = Role.BACKWARD
+            backward.append(node)
         ban = _recompute_ban(node, facts, mutated_storages) if role is Role.FORWARD else None
         facts[node] = NodeFacts(role, keys, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
         node.meta[META_KEY] = facts[node]
     visible = {key for n in primals if facts[n].role is Role.INPUT for key in facts[n].storages}
     visible.update(key for n in fwd_outputs for key in facts[n].storages)
-    read_by_backward = {a for n, f in facts.items() if f.role is Role.BACKWARD for a in n.all_input_nodes}
+    read_by_backward = {a for n in backward for a in n.all_input_nodes}
     caller_visible = frozenset(
         n for n, f in facts.items()
         if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(k in visible for k in f.storages)
@@ -198,6 +202,7 @@ def analyze(
         static_inputs=static,
         mutated_inputs=mutated,
         forward=tuple(forward),
+        backward=tuple(backward),
         fwd_outputs=fwd_outputs,
         caller_visible=caller_visible,
         facts=MappingProxyType(facts),

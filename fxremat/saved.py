@@ -16,7 +16,6 @@ Invariants, after :func:`close_over_bans`:
 from __future__ import annotations
 
 import logging
-import operator
 
 import torch.fx as fx
 
@@ -31,6 +30,9 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
     """Complete ``saved`` so the backward can run: add every input its recomputation reads, save
     (instead of recomputing) every value whose recomputation would go through a banned node, and
     save the first recomputed value past a caller-visible tensor rather than that tensor."""
+    read_after_mutation = sorted({a.name for n in jg.backward for a in n.all_input_nodes if a in jg.mutated_inputs})
+    if read_after_mutation:
+        raise NotImplementedError(f"the backward reads {read_after_mutation} after the forward mutated it")
     exposed = jg.caller_visible
     dropped = [n for n in saved if n in exposed]
     if dropped:
@@ -38,7 +40,7 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
     saved_set = dict.fromkeys(n for n in saved if n not in exposed)
     position = {n: i for i, n in enumerate(jg.module.graph.nodes)}  # deterministic order
     while True:
-        walk = _walk(jg, saved_set, exposed)
+        walk = _walk(jg, saved_set, position)
         saved_set.update(dict.fromkeys(sorted(walk.inputs_read, key=position.__getitem__)))
         to_save = sorted(walk.must_save, key=position.__getitem__)
         if not to_save:
@@ -66,20 +68,15 @@ class _Walk:
         self.why: dict[fx.Node, str] = {}
 
 
-def _walk(jg: JointGraph, saved: dict[fx.Node, None], exposed: frozenset[fx.Node]) -> _Walk:
+def _walk(jg: JointGraph, saved: dict[fx.Node, None], position: dict[fx.Node, int]) -> _Walk:
     """Walk from the backward through unsaved forward values.  A banned value is not expanded: it
     must be saved, or, if caller-visible, is *blocked*; a caller-visible input is blocked; a
     caller-visible value rebuilt from a blocked one is blocked.  A recomputed value that is not
     caller-visible and reads a blocked one must be saved."""
-    facts = jg.facts
+    facts, exposed = jg.facts, jg.caller_visible
     w = _Walk()
-    backward = [n for n in jg.module.graph.nodes if facts[n].role is Role.BACKWARD]
-    read_by_backward = {a for n in backward for a in n.all_input_nodes if a in jg.mutated_inputs}
-    if read_by_backward:
-        names = sorted(p.name for p in read_by_backward)
-        raise NotImplementedError(f"the backward reads {names} after the forward mutated it")
     seen: set[fx.Node] = set()
-    stack = [a for n in backward for a in n.all_input_nodes]
+    stack = [a for n in jg.backward for a in n.all_input_nodes]
     while stack:
         node = stack.pop()
         if node in seen or node in saved:
@@ -94,7 +91,7 @@ def _walk(jg: JointGraph, saved: dict[fx.Node, None], exposed: frozenset[fx.Node
             continue
         if role is not Role.FORWARD:
             continue
-        ban = facts[node].recompute_ban or _ban_of_tuple(jg, node)
+        ban = facts[node].recompute_ban
         if ban is not None:
             if node in exposed:
                 w.blocked.add(node)
@@ -104,7 +101,6 @@ def _walk(jg: JointGraph, saved: dict[fx.Node, None], exposed: frozenset[fx.Node
             continue
         w.recomputed.append(node)
         stack.extend(node.all_input_nodes)
-    position = {n: i for i, n in enumerate(jg.module.graph.nodes)}
     for node in sorted(w.recomputed, key=position.__getitem__):  # inputs before readers
         reads_blocked = [a for a in node.all_input_nodes if a in w.blocked]
         if not reads_blocked:
@@ -115,13 +111,6 @@ def _walk(jg: JointGraph, saved: dict[fx.Node, None], exposed: frozenset[fx.Node
             w.must_save.add(node)
             w.why[node] = f"it reads caller-visible {reads_blocked[0].name}"
     return w
-
-
-def _ban_of_tuple(jg: JointGraph, node: fx.Node) -> str | None:
-    """An output of a banned multi-output node is banned too (it is saved, never rebuilt)."""
-    if node.target is operator.getitem and isinstance(node.args[0], fx.Node):
-        return jg.facts[node.args[0]].recompute_ban
-    return None
 
 
 def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph) -> list[str]:
