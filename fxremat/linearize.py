@@ -12,8 +12,8 @@ Not tracked ("pinned"), because keeping them costs nothing extra or too little t
 storages the forward returns (the caller holds them anyway), storages derived only from
 parameters and constants, and small storages (at most 1/16 of the median forward storage, or
 4 KiB; the median, not the largest, so one huge logits tensor cannot make activations small).  A pinned
-storage that crosses a chosen checkpoint is saved with it, except a storage the forward returns:
-the caller may mutate a returned tensor before the backward, so it is recomputed, not saved.
+storage that crosses a chosen checkpoint is saved with it (a returned one only where the backward
+reads it directly: :func:`~fxremat.saved.close_over_bans` drops caller-visible values).
 
 Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
@@ -141,11 +141,8 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     transient = [output[i + 1] + largest[i] for i in range(n)]
     saved, transient = fold_always_saved(saved, transient, fixed)
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
-    returned = {key for out in jg.fwd_outputs for key in facts[out].storages}
     for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
-        # ... except what the forward returns: the caller may mutate it before the backward, so it
-        # is recomputed rather than saved (unless the base plan saves it, as min-cut would).
-        if key in jg.storage_owner and key not in returned:
+        if key in jg.storage_owner:
             for i in range(bisect.bisect_left(boundaries, k0), bisect.bisect_left(boundaries, last_use[key])):
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
