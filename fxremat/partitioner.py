@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch.fx as fx
 
 from . import _torch
 from .analysis import JointGraph, analyze
-from .linearize import linearize
+from .chain import Chain
+from .linearize import Linearization, linearize
 from .memory import Timeline, simulate
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
@@ -155,11 +156,10 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     if budget is None and always:
         lin_last = linearize(jg, base_tensors)
         other = _candidate(jg, lin_last, get_solver(options.solver)(lin_last.chain), base_tensors, sym)
-        if other[-1].peak_bytes < best[-1].peak_bytes:
-            lin, best = lin_last, other
-    plan, saved, fw, bw, timeline = best
+        if other.timeline.peak_bytes < best.timeline.peak_bytes:
+            best = other
+    chain, plan, saved, fw, bw, timeline = best
 
-    chain = lin.chain
     if unsafe:
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
@@ -173,14 +173,23 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     return fw, bw, report
 
 
-def _candidate(jg: JointGraph, lin, plan: Plan, base_tensors: list[fx.Node], sym: list[fx.Node]):
+class _Candidate(NamedTuple):
+    chain: Chain
+    plan: Plan
+    saved: list[fx.Node]
+    fw: fx.GraphModule
+    bw: fx.GraphModule
+    timeline: Timeline
+
+
+def _candidate(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node], sym: list[fx.Node]) -> _Candidate:
     """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan."""
     saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
     fw, bw = _torch.extract_fwd_bwd(
         jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
     )
     bw = recompute_just_in_time(bw, jg)
-    return plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs)
+    return _Candidate(lin.chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs))
 
 
 def _log_report(r: PartitionReport) -> None:
