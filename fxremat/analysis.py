@@ -15,8 +15,8 @@ What is decided here:
   them) while eager autograd keeps no reference to them (no backward node reads them);
 * recomputability: a forward node may not be recomputed if it is random, mutates or reads a
   mutated input, is effectful or a collective, is impure, is a custom (non-aten, non-prims) op or
-  a higher-order op (whose hidden state or subgraphs we cannot vouch for), or a checkpoint policy
-  says MUST_SAVE.
+  a higher-order op (whose hidden state or subgraphs we cannot vouch for), is an output of a
+  banned multi-output op, or a checkpoint policy says MUST_SAVE.
 """
 
 from __future__ import annotations
