@@ -483,12 +483,15 @@ def test_input_read_then_mutated(config):
     """Without Inductor, PyTorch's min-cut saves the mutated input itself and autograd's version
     check then raises at backward ("modified by an inplace operation") -- loud, not silent; fxremat
     must instead run and match eager."""
-    factory = lambda: (InputReadThenMutated(), (x64(), torch.randn(64, 64)))  # noqa: E731
+    _matches_eager_where_min_cut_raises(lambda: (InputReadThenMutated(), (x64(), torch.randn(64, 64))), config)
+
+
+def _matches_eager_where_min_cut_raises(factory: Callable[[], tuple[nn.Module, tuple]], config: Config) -> None:
     eager = run_step(factory, EAGER)
     ours = run_step(factory, config)
     assert not ours.warnings
     assert_same(ours, eager, tol=VS_EAGER, what=config.name)
-    if TORCH_213:
+    if TORCH_213:  # PyTorch's min-cut saves the mutated tensor: autograd's version check fires
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             run_step(factory, MIN_CUT)
 
@@ -534,14 +537,7 @@ BUFFER_CASES = {
 def test_buffer_read_before_mutation(config, case):
     """Hazard (a) without Inductor: fxremat matches eager.  PyTorch's min-cut is loud here, not
     silent (it saves the buffer, whose version then changed: RuntimeError at backward)."""
-    factory = BUFFER_CASES[case]
-    eager = run_step(factory, EAGER)
-    ours = run_step(factory, config)
-    assert not ours.warnings
-    assert_same(ours, eager, tol=VS_EAGER, what=config.name)
-    if TORCH_213:
-        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-            run_step(factory, MIN_CUT)
+    _matches_eager_where_min_cut_raises(BUFFER_CASES[case], config)
 
 
 @pytest.mark.inductor
