@@ -48,6 +48,10 @@ _symbolic_shapes = _need("torch.fx.experimental", "symbolic_shapes")
 _InputMutationAOTOutput = _need("torch._functorch._aot_autograd.descriptors", "InputMutationAOTOutput")
 _CheckpointPolicy = _need("torch.utils.checkpoint", "CheckpointPolicy")
 _BoxedCodeGen = _need("torch.fx.graph", "_BoxedCodeGen")
+try:  # optional: without it random ops are never recomputed (saved instead)
+    from torch._functorch.partitioners import functionalize_rng_ops as _functionalize_rng_ops
+except ImportError:
+    _functionalize_rng_ops = None
 try:
     from torch._higher_order_ops.effects import with_effects as _with_effects
 except ImportError:  # optional: without it there are no effectful HOPs to guard against
@@ -103,6 +107,48 @@ def checkpoint_policy(node: fx.Node) -> str | None:
     return policy.name.lower() if isinstance(policy, _CheckpointPolicy) else None
 
 
+def can_replay_rng() -> bool:
+    """Whether a recomputed random op can replay the forward's random numbers (see :func:`replay_rng`)."""
+    return _functionalize_rng_ops is not None and _CheckpointPolicy is not None
+
+
+def is_random(node: fx.Node) -> bool:
+    target = node.target
+    return node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
+
+
+def is_impure(node: fx.Node) -> bool:
+    """FX's impurity, not counting random ops (their replay is handled by :func:`replay_rng`)."""
+    try:
+        return node.is_impure(impure_random=False)
+    except TypeError:  # older FX: no impure_random keyword
+        return node.is_impure()
+
+
+def replay_rng(joint: fx.GraphModule, fw: fx.GraphModule, bw: fx.GraphModule, num_sym_nodes: int):
+    """Make every random op that the backward recomputes replay the forward's random numbers.
+
+    torch's own ``functionalize_rng_ops`` (what activation checkpointing under ``torch.compile``
+    uses) wraps the forward's op in ``run_and_save_rng_state``, saves the generator state, and
+    runs the backward's copy under ``run_with_rng_state`` with it.  It handles the joint nodes
+    marked recomputable; they are marked for the call and their ``recompute`` meta restored.
+    """
+    in_bw = {n.name for n in bw.graph.nodes if is_random(n)}
+    if not in_bw:
+        return fw, bw
+    marked = {n: n.meta.get("recompute") for n in joint.graph.nodes if n.name in in_bw and is_random(n)}
+    try:
+        for node in marked:
+            node.meta["recompute"] = _CheckpointPolicy.PREFER_RECOMPUTE
+        return _functionalize_rng_ops(joint, fw, bw, num_sym_nodes)
+    finally:
+        for node, old in marked.items():
+            if old is None:
+                node.meta.pop("recompute", None)
+            else:
+                node.meta["recompute"] = old
+
+
 def is_effectful(node: fx.Node) -> bool:
     return _with_effects is not None and node.target is _with_effects
 
@@ -154,12 +200,44 @@ def input_mutation_outputs(gm: fx.GraphModule) -> list[bool]:
 
 
 # -- partitioning helpers --------------------------------------------------------------------
+def copy_joint(joint: fx.GraphModule) -> fx.GraphModule:
+    """A copy of ``joint`` that a partitioner may DCE, CSE and re-tag without touching ``joint``.
+
+    The graph is copied node by node (FX's own graph copy): new nodes, each with its own ``meta``
+    dict whose values (fake tensors, descriptors, stack traces) are shared by reference, so writes
+    such as ``meta["recompute"] = MUST_SAVE`` land on the copy only.  Attributes (lifted constants,
+    subgraph modules of higher-order ops) are shared, not copied: ``copy.deepcopy`` of the module
+    would clone a real constant tensor under the active fake mode, which fails ("Attempted to set
+    the storage of a tensor on device "meta" to a storage on different device "cpu"").
+    """
+    with warnings.catch_warnings():  # deepcopy of the codegen's pytree specs warns in some torch versions
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(joint.graph)
+    out = fx.GraphModule(joint, graph, class_name=type(joint).__name__)
+    out.meta = dict(getattr(joint, "meta", {}))
+    return out
+
+
+def accepted_kwargs(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``kwargs`` that ``fn`` accepts (all of them if it takes ``**kwargs``)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
 def min_cut(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
     """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets."""
-    with warnings.catch_warnings():  # deepcopy of pytree specs warns about a deprecation in torch
-        warnings.simplefilter("ignore", FutureWarning)
-        joint_copy = copy.deepcopy(joint)
-    return min_cut_rematerialization_partition(joint_copy, joint_inputs, **kwargs)
+    fn = min_cut_rematerialization_partition
+    return fn(copy_joint(joint), joint_inputs, **accepted_kwargs(fn, kwargs))
+
+
+def default_partition_of(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """PyTorch's ``default_partition`` (saves, never recomputes), given only the kwargs it accepts
+    (it takes no ``compiler``).  The last resort: it runs on ``joint`` itself, as AOTAutograd
+    would run it, so it works even where the joint cannot be copied."""
+    fn = default_partition
+    return fn(joint, joint_inputs, **accepted_kwargs(fn, kwargs))
 
 
 def saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> list[str]:
@@ -179,8 +257,17 @@ def extract_fwd_bwd(
     """torch's own extraction of forward and backward modules for a given saved set.
 
     The backward recomputes every forward value it needs that is not saved (in joint order;
-    :mod:`fxremat.partition` reorders it).  The lists are updated in place by torch.
+    :mod:`fxremat.partition` reorders it).  The lists are updated in place (here and by torch).
+
+    Symbolic values (SymInt/SymFloat/SymBool nodes, backed or unbacked, e.g. the result of
+    ``.item()``) are moved from ``saved_values`` to ``saved_sym_nodes`` first: AOTAutograd saves
+    the first list with ``save_for_backward``, which accepts tensors only ("expected all
+    tensors_saved_with_vc_check to be Tensors, got types: [<class 'int'>]").
     """
+    syms = [n for n in saved_values if is_sym_node(n)]
+    if syms:
+        saved_values[:] = [n for n in saved_values if not is_sym_node(n)]
+        saved_sym_nodes[:] = list(dict.fromkeys([*saved_sym_nodes, *syms]))
     params = inspect.signature(_extract_fwd_bwd_modules).parameters
     kwargs: dict[str, Any] = {"num_fwd_outputs": num_fwd_outputs}
     if "static_lifetime_input_nodes" in params and static_lifetime_input_nodes is not None:

@@ -13,7 +13,8 @@ What is decided here:
   never double counted) and the bytes a node newly allocates; symbolic sizes use their hints;
 * caller visibility: which tensors the caller can reach (inputs, returned outputs, views of
   them) while eager autograd keeps no reference to them (no backward node reads them);
-* recomputability: a forward node may not be recomputed if it is random, mutates or reads a
+* recomputability: a forward node may not be recomputed if it is random (only on a torch that
+  cannot replay its RNG state; see ``_torch.replay_rng``), mutates or reads a
   mutated input, is effectful or a collective, is impure, is a custom (non-aten, non-prims) op or
   a higher-order op (whose hidden state or subgraphs we cannot vouch for), is an output of a
   banned multi-output op, or a checkpoint policy says MUST_SAVE.
@@ -106,8 +107,8 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
     if policy == "must_save":
         return "checkpoint policy MUST_SAVE"
     if isinstance(target, torch._ops.OpOverload):
-        if torch.Tag.nondeterministic_seeded in target.tags and not _zero_dropout(node, target):
-            return "random op (its RNG state is not replayed)"
+        if torch.Tag.nondeterministic_seeded in target.tags and not _torch.can_replay_rng() and not _zero_dropout(node, target):
+            return "random op (this torch cannot replay its RNG state)"
         if target.namespace == "_c10d_functional" or target.namespace == "c10d":
             return "collective"
         if target._schema.is_mutable:
@@ -120,7 +121,7 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
         return f"higher-order op {target.name()} (its subgraphs are not inspected)"
     if target is operator.getitem and isinstance(node.args[0], fx.Node) and facts[node.args[0]].recompute_ban:
         return f"output of {node.args[0].name}: {facts[node.args[0]].recompute_ban}"  # saved, never rebuilt
-    if target is not operator.getitem and node.is_impure():
+    if target is not operator.getitem and _torch.is_impure(node):
         return "impure op"
     for arg in node.all_input_nodes:  # args come first in graph order: their facts exist
         if any(s in mutated_storages for s in facts[arg].storages):

@@ -36,7 +36,7 @@ import torch.fx as fx
 from .analysis import JointGraph, Role
 from .chain import Chain
 
-__all__ = ["Linearization", "linearize", "fold_always_saved"]
+__all__ = ["Linearization", "linearize", "fold_always_saved", "fold_gradients"]
 
 SMALL_BYTES = 4096
 SMALL_FRACTION = 16
@@ -75,39 +75,23 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     # Allocation position and last forward use of every storage allocated by the forward.
     born: dict[object, int] = {}
     last_use: dict[object, int] = {}
+    readers: dict[object, list[int]] = {}
     for k, node in enumerate(forward):
-        reach = max((pos.get(u, -1) for u in node.users), default=-1)
+        reads = [pos[u] for u in node.users if u in pos]
         for key in facts[node].storages:
             born.setdefault(key, k)
-            last_use[key] = max(last_use.get(key, k), reach)
+            last_use[key] = max(last_use.get(key, k), *reads, -1)
+            readers.setdefault(key, []).extend(reads)
     external = {key for p in jg.primals for key in facts[p].storages}
     for key in external:
         born.pop(key, None)
 
     pinned = _pinned(jg, born)
     tracked = [key for key in born if key not in pinned]
-
-    # Count tracked storages crossing each boundary with a difference array, then name them.
-    delta = [0] * (len(forward) + 1)
-    for key in tracked:
-        if last_use[key] > born[key]:
-            delta[born[key]] += 1
-            delta[last_use[key]] -= 1
-    candidates, running = [], 0
-    for k in range(len(forward) - 1):
-        running += delta[k]
-        if running == 1:
-            candidates.append(k)
-    crossing_key = {}
-    for key in tracked:  # each candidate has exactly one tracked storage crossing it
-        for k in candidates[bisect.bisect_left(candidates, born[key]) : bisect.bisect_left(candidates, last_use[key])]:
-            crossing_key[k] = key
-    boundaries: list[int] = []
-    for k in candidates:
-        if boundaries and crossing_key[boundaries[-1]] == crossing_key[k]:
-            boundaries[-1] = k  # same storage: keep the later boundary
-        else:
-            boundaries.append(k)
+    long_lived = _long_lived(tracked, born, last_use, readers, len(forward))
+    tracked = [key for key in tracked if key not in long_lived]
+    boundaries, crossing_key = _boundaries(tracked, born, last_use, len(forward))
+    pinned |= long_lived
 
     n = len(boundaries) + 1
     stage_of: dict[fx.Node, int] = {}
@@ -116,6 +100,9 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
         stage_of[node] = stage
         if stage <= len(boundaries) and k == boundaries[stage - 1]:
             stage += 1
+    for node in jg.module.graph.nodes:  # forward-computable values only the backward reads
+        if facts[node].role is Role.FORWARD and node not in stage_of:
+            stage_of[node] = max((stage_of.get(a, 1) for a in node.all_input_nodes), default=1)
 
     storage_stage = {key: stage_of[forward[k]] for key, k in born.items()}
     saved = [0] * n
@@ -123,14 +110,14 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     largest = [0] * n
     cost = [0.0] * n
     counted: set[object] = set()
-    always_keys = {key for node in always_saved for key in facts[node].storages}
-    for node in (*base_saved, *always_saved):
-        for key in facts[node].storages:
-            if key in storage_stage and key not in pinned and key not in counted:
-                counted.add(key)
-                saved[storage_stage[key] - 1] += jg.storage_bytes[key]
-                if key in always_keys:
-                    fixed[storage_stage[key] - 1] += jg.storage_bytes[key]
+    always_keys = {key for node in always_saved for key in facts[node].storages} | long_lived
+    base_keys = [key for node in (*base_saved, *always_saved) for key in facts[node].storages]
+    for key in (*base_keys, *long_lived):
+        if key in storage_stage and (key not in pinned or key in long_lived) and key not in counted:
+            counted.add(key)
+            saved[storage_stage[key] - 1] += jg.storage_bytes[key]
+            if key in always_keys:
+                fixed[storage_stage[key] - 1] += jg.storage_bytes[key]
     for key, st in storage_stage.items():
         largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
     for node in forward:
@@ -140,6 +127,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     output = [0] + [0 if crossing_key[k] in always_keys else jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]
     transient = [output[i + 1] + largest[i] for i in range(n)]
     saved, transient = fold_always_saved(saved, transient, fixed)
+    transient = fold_gradients(transient, _gradient_bytes(jg, stage_of))
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
     for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
         if key in jg.storage_owner:
@@ -166,6 +154,94 @@ def fold_always_saved(saved: list[int], transient: list[int], fixed: list[int]) 
         out_saved.append(s - f)
         out_transient.append(t + held)
     return out_saved, out_transient
+
+
+def fold_gradients(transient: list[int], gradients: list[int]) -> list[int]:
+    """Fold the gradients each stage's backward produces into the chain's terms, exactly.
+
+    The backward runs stages n..1 and a stage's parameter gradients live from its backward to the
+    end of the step, so while stage i's backward runs the gradients of every later stage are
+    alive, whatever is checkpointed: ``t'_i = t_i + g_{i+1} + ... + g_n``.  The term does not
+    depend on the plan, so every solver stays exact.
+    """
+    out, later = [0] * len(transient), 0
+    for i in range(len(transient) - 1, -1, -1):
+        out[i] = transient[i] + later
+        later += gradients[i]
+    return out
+
+
+def _gradient_bytes(jg: JointGraph, stage_of: dict[fx.Node, int]) -> list[int]:
+    """Bytes of the input gradients (the joint graph's backward outputs) first produced in each
+    stage's backward: an input's gradient belongs to the last stage that reads it (directly or
+    through values computed from inputs alone, such as a cast or a view of a weight)."""
+    n = max(stage_of.values(), default=1)
+    last_stage: dict[fx.Node, int] = {}
+    sources: dict[fx.Node, frozenset[fx.Node]] = {p: frozenset((p,)) for p in jg.primals}
+    for node in jg.forward:
+        args = node.all_input_nodes
+        if args and all(a in sources for a in args):  # computed from inputs alone
+            sources[node] = frozenset().union(*(sources[a] for a in args))
+            continue
+        for arg in args:
+            for p in sources.get(arg, ()):
+                last_stage[p] = max(last_stage.get(p, 0), stage_of[node])
+    grads = [0] * n
+    output = jg.module.graph.find_nodes(op="output")[0]
+    for primal, grad in zip(jg.primals, output.args[0][jg.num_fwd_outputs:]):
+        if isinstance(grad, fx.Node) and primal in last_stage:
+            grads[last_stage[primal] - 1] += sum(jg.storage_bytes[k] for k in jg.facts[grad].storages)
+    return grads
+
+
+def _boundaries(tracked: list[object], born: dict[object, int], last_use: dict[object, int], length: int):
+    """Stage boundaries (forward positions where exactly one tracked storage crosses; a run of
+    them crossed by the same storage keeps its last) and the storage crossing each."""
+    delta = [0] * (length + 1)
+    for key in tracked:
+        if last_use[key] > born[key]:
+            delta[born[key]] += 1
+            delta[last_use[key]] -= 1
+    candidates, running = [], 0
+    for k in range(length - 1):
+        running += delta[k]
+        if running == 1:
+            candidates.append(k)
+    crossing_key = {}
+    for key in tracked:  # each candidate has exactly one tracked storage crossing it
+        for k in candidates[bisect.bisect_left(candidates, born[key]) : bisect.bisect_left(candidates, last_use[key])]:
+            crossing_key[k] = key
+    boundaries: list[int] = []
+    for k in candidates:
+        if boundaries and crossing_key[boundaries[-1]] == crossing_key[k]:
+            boundaries[-1] = k  # same storage: keep the later boundary
+        else:
+            boundaries.append(k)
+    return boundaries, crossing_key
+
+
+LONG_LIVED_TRIES = 16
+LONG_LIVED_READERS = 3
+
+
+def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
+                readers: dict[object, list[int]], length: int) -> set[object]:
+    """Storages read across many layers (an attention mask, rotary tables, an encoder's output
+    read by every decoder layer) cross every boundary of the layers they span, so no boundary
+    there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
+    counting it once as always saved frees those boundaries.  The ``k`` longest-lived storages
+    are taken, with ``k`` (0..16) the one that gives the most stage boundaries such that each
+    taken storage is read in at least 3 of the resulting stages (a residual block's skip is
+    read in 2: taking it would only split the block and keep every block input)."""
+    longest = sorted((key for key in tracked if last_use[key] > born[key]), key=lambda k: born[k] - last_use[k])
+    best, best_count = 0, len(_boundaries(tracked, born, last_use, length)[0])
+    for k in range(1, min(LONG_LIVED_TRIES, len(longest)) + 1):
+        drop = set(longest[:k])
+        bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
+        spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS for key in drop)
+        if spread and len(bounds) > best_count:
+            best, best_count = k, len(bounds)
+    return set(longest[:best])
 
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:

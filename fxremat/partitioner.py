@@ -102,33 +102,36 @@ def partition(
     """AOTAutograd ``partition_fn`` with the signature of ``min_cut_rematerialization_partition``."""
     options = options or Options()
     start = time.perf_counter()
-    mc_kwargs = {"num_fwd_outputs": num_fwd_outputs, "static_lifetime_input_indices": static_lifetime_input_indices}
-    if "compiler" in kwargs:
-        mc_kwargs["compiler"] = kwargs["compiler"]
-    mc_fw, mc_bw = _torch.min_cut(joint_module, joint_inputs, **mc_kwargs)
+    # Everything AOTAutograd passed; each of torch's partitioners gets the part it accepts
+    # (default_partition takes no ``compiler``).
+    pkw = {"num_fwd_outputs": num_fwd_outputs, "static_lifetime_input_indices": static_lifetime_input_indices, **kwargs}
+    try:
+        mc_fw, mc_bw = _torch.min_cut(joint_module, joint_inputs, **pkw)
+    except Exception as exc:  # noqa: BLE001 - min-cut (or the copy it runs on) failed: save, never recompute
+        log.warning(
+            "fxremat: falling back to PyTorch's default_partition (min-cut failed): %s: %s", type(exc).__name__, exc
+        )
+        return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
+    unsafe: list[str] | None = None  # None: not known (analysis failed)
     try:
         _torch.check_supported()
         jg = analyze(joint_module, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices)
-    except Exception as exc:  # noqa: BLE001 - nothing is known about the graph: min-cut it is
-        log.warning("fxremat: falling back to PyTorch's min-cut partitioner: %s: %s", type(exc).__name__, exc)
-        return mc_fw, mc_bw
-    unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
-    try:
+        unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs), unsafe)
+        report = replace(report, seconds=time.perf_counter() - start)
+        _log_report(report)
     except BudgetError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any planning failure must fall back, loudly
-        if not unsafe:
+    except Exception as exc:  # noqa: BLE001 - any failure must fall back, loudly
+        if not unsafe:  # min-cut's pair is safe, or nothing is known: what PyTorch itself would run
             log.warning("fxremat: falling back to PyTorch's min-cut partitioner: %s: %s", type(exc).__name__, exc)
             return mc_fw, mc_bw
         log.warning(
             "fxremat: falling back to PyTorch's default_partition (min-cut %s): %s: %s",
             unsafe[0], type(exc).__name__, exc,
         )
-        return _torch.default_partition(joint_module, joint_inputs, **mc_kwargs)
-    report = replace(report, seconds=time.perf_counter() - start)
+        return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
-    _log_report(report)
     if report.chosen == "min-cut":
         return mc_fw, mc_bw
     return fw, bw
@@ -189,6 +192,7 @@ def _candidate(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: lis
         jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
     )
     bw = recompute_just_in_time(bw, jg)
+    fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
     return _Candidate(lin.chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs))
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fxremat.chain import Chain
-from fxremat.linearize import fold_always_saved
+from fxremat.linearize import fold_always_saved, fold_gradients
 
 # Four equal stages: x_i is 1 byte, each stage saves 2, no transients, unit cost.
 UNIFORM4 = Chain((1, 1, 1, 1, 1), (2, 2, 2, 2), (0, 0, 0, 0), (1, 1, 1, 1))
@@ -111,3 +111,23 @@ def test_fold_always_saved_adds_earlier_fixed_bytes_to_every_segment(case):
 def test_fold_always_saved_rejects_fixed_above_saved():
     with pytest.raises(ValueError, match="fixed bytes 3"):
         fold_always_saved([2], [0], [3])
+
+
+# -- gradients each stage's backward produces (linearize.fold_gradients) ------------------------
+
+@settings(max_examples=500, deadline=None)
+@given(chains_with_fixed(), st.data())
+def test_fold_gradients_holds_later_stages_gradients_in_every_backward(case, data):
+    """Folding is exact: while stage i's backward runs, the gradients of stages i+1..n are alive,
+    whatever the plan: the folded peak is, per segment, the held checkpoints plus the largest
+    of (saved bytes of stages a..i + t_i + gradients of the stages after i)."""
+    outputs, saved, transient, _fixed, cps = case
+    n = len(saved)
+    grads = data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    folded = Chain(outputs, saved, fold_gradients(transient, grads), [1.0] * n)
+    expected, held = 0, 0
+    for a, b in folded.segments(cps):
+        for i in range(a, b + 1):
+            expected = max(expected, held + sum(saved[a - 1 : i]) + transient[i - 1] + sum(grads[i:]))
+        held += outputs[b]
+    assert folded.peak_bytes(cps) == expected

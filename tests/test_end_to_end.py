@@ -16,8 +16,8 @@ Tolerances, measured on torch 2.13 CPU:
   joint-graph values are saved and which are recomputed; both pairs run the same aten ops on the
   same values, and CPU kernels are deterministic, so a recomputed value is bitwise equal to the
   saved one.  Any difference is a wrong plan, not rounding.
-* dropout vs eager: exact, with the RNG seeded identically before both forwards; fxremat never
-  recomputes a random op (checked on the backward graph too).
+* dropout vs eager: exact, with the RNG seeded identically before both forwards; a random op the
+  backward recomputes replays the forward's generator state (checked on the backward graph too).
 * real Inductor (marked ``inductor``): no further from eager than Inductor with its default
   partitioner on the same model, ``dev(fxremat) <= max(2 * dev(default), 1e-5)``.
 """
@@ -283,7 +283,8 @@ def make_dropout_gpt(seed: int = 0) -> ZooCase:
 @pytest.mark.parametrize("make", [ZOO["dropout_mlp"], make_dropout_gpt], ids=["dropout_mlp", "dropout_gpt"])
 def test_dropout_exact(make: Callable[[], ZooCase]) -> None:
     """Same seed, same masks: outputs and grads equal eager's bit for bit, and the RNG ends in the
-    same state, because fxremat saves random values instead of recomputing them."""
+    same state, because a random op the backward recomputes replays the forward's generator state
+    (``run_with_rng_state``); no random op runs bare in the backward."""
     be = fxremat.make_backend(compiler="eager")
     recording = RecordingPartitioner(be.partitioner)
     be.partitioner = recording
@@ -297,6 +298,8 @@ def test_dropout_exact(make: Callable[[], ZooCase]) -> None:
     if make is make_dropout_gpt:  # here fxremat's own plan (with recomputation) is the one run
         assert [r.chosen for r in reports] == ["fxremat"], [r.reason for r in reports]
         assert reports[0].plan is not None and reports[0].plan.checkpoints
+        replayed = [n for _, bw in recording.pairs for n in bw.graph.nodes if "run_with_rng_state" in str(n.target)]
+        assert replayed, "the backward recomputes no dropout: every mask was saved"
     # Not vacuous: the step depends on the seed, i.e. dropout is really active.
     case = make()
     a = train_step(case.model, case.model, clone_inputs(case.inputs), seed=1)
