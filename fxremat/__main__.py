@@ -1,8 +1,10 @@
-"""``python -m fxremat explain [MODULE:FACTORY] [--solver S] [--memory-budget B] [--plot F] [--json F]``
+"""``python -m fxremat explain [MODULE:FACTORY] [--solver S] [--memory-budget B] [--sweep] [--plot F] [--json F]``
 
 Compiles one training step of a model with fxremat (eager compiler, caches off), prints what it
 planned for each graph (see :func:`fxremat.explain`), and optionally writes a plot and a JSON
-report.  ``FACTORY`` is a zero-argument callable in ``MODULE`` (an importable module name or a
+report.  ``--sweep`` also prints each graph's memory/recomputation frontier (and ``--plot`` then
+draws the frontier instead of the memory timelines); the JSON always carries the frontier.
+``FACTORY`` is a zero-argument callable in ``MODULE`` (an importable module name or a
 ``.py`` file path) returning ``(model, example_inputs_tuple)``; without it the built-in demo of
 :mod:`fxremat.demo` is used.  Usage errors exit with status 2 and a one-line message.
 """
@@ -84,8 +86,14 @@ def _parser() -> _Parser:
         help="per-graph budget: bytes (int, or with KiB/MiB/GiB), or a fraction in (0, 1] (or a percentage) "
         "of the peak without recomputation; default: none (least peak)",
     )
-    ex.add_argument("--plot", metavar="FILE.png", help="draw the memory timelines of fxremat and min-cut to FILE")
-    ex.add_argument("--json", metavar="FILE", help="write the report as JSON to FILE")
+    ex.add_argument(
+        "--sweep", action="store_true",
+        help="also print each graph's exact memory/recomputation frontier (every budget at which the best plan "
+        "changes); with --plot, draw the frontier (peak vs recomputation, min-cut's default point marked)",
+    )
+    ex.add_argument("--plot", metavar="FILE.png",
+                    help="draw the memory timelines of fxremat and min-cut to FILE (with --sweep: the frontier)")
+    ex.add_argument("--json", metavar="FILE", help="write the report, frontiers included, as JSON to FILE")
     ex.add_argument("-v", "--verbose", action="count", default=0,
                     help="log fxremat's decisions (-v: one line per graph, -vv: also the saved values)")
     return parser
@@ -152,11 +160,14 @@ def _explain(args: argparse.Namespace) -> int:
             raise
         raise _UsageError(str(budget)) from None
     print(report)
+    if args.sweep:
+        print()
+        print(report.frontier_text())
     if args.json is not None:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
         print(f"JSON report written to {args.json}", file=sys.stderr)
     if args.plot is not None:
-        report.plot(args.plot)
+        (report.plot_frontier if args.sweep else report.plot)(args.plot)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
 

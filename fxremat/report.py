@@ -5,7 +5,9 @@
 disabled (a cache hit would skip the partitioner), collects the partitioner's
 :class:`~fxremat.partitioner.PartitionReport` for every compiled graph, and returns them in a
 frozen :class:`Report` that prints as a table, serialises to JSON and plots the predicted memory
-timeline of fxremat's partition next to PyTorch's min-cut partition.
+timeline of fxremat's partition next to PyTorch's min-cut partition.  The report also carries each
+graph's exact memory/recomputation frontier on the chain model (:func:`fxremat.solvers.frontier`):
+:meth:`Report.frontier_text` prints it, :meth:`Report.plot_frontier` draws it.
 
 Every number is a *prediction* of fxremat's memory model (:func:`fxremat.memory.simulate`, the
 same ruler for both partitions), not a measurement.  matplotlib is needed only for
@@ -28,6 +30,7 @@ from . import _torch
 from .memory import Timeline
 from .options import Options
 from .partitioner import BudgetError, PartitionReport, last_reports
+from .solvers.frontier import FrontierPoint, frontier
 
 __all__ = ["explain", "Report", "captured_warnings"]
 
@@ -48,6 +51,9 @@ class Report:
         warnings: messages of the graphs that fell back to PyTorch's partitioner because
             planning failed; such a graph has no entry in ``graphs``.
         seconds: wall time of the whole compile + forward + backward.
+        frontiers: per graph (same order as ``graphs``), the Pareto-optimal (peak, recompute)
+            plans of its chain model (:func:`fxremat.solvers.frontier`), from recomputing nothing
+            to the least peak; ``None`` where the partitioner's report carries no chain.
     """
 
     model: str
@@ -56,6 +62,7 @@ class Report:
     graphs: tuple[PartitionReport, ...]
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0
+    frontiers: tuple[tuple[FrontierPoint, ...] | None, ...] = ()
 
     # -- text ----------------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -111,7 +118,87 @@ class Report:
             )
         out.append(f"  {'budget':<18}{_budget_text(self.solver, self.memory_budget, nr)}")
         out.append(f"  {'planning time':<18}{r.seconds:.2f} s")
+        points = self._frontier(i)
+        if points:
+            total = _forward_total(r)
+            out.append(
+                f"  {'frontier':<18}{len(points)} plan{'s' if len(points) != 1 else ''} (chain model): "
+                f"{_mib(points[0].peak_bytes)} at {_share(points[0].recompute_cost, total)} recompute .. "
+                f"{_mib(points[-1].peak_bytes)} at {_share(points[-1].recompute_cost, total)} "
+                "(--sweep / Report.frontier_text())"
+            )
         return out
+
+    # -- the frontier ------------------------------------------------------------------------
+    def _frontier(self, i: int) -> tuple[FrontierPoint, ...] | None:
+        return self.frontiers[i] if i < len(self.frontiers) else None
+
+    def frontier_text(self, max_rows: int = 12) -> str:
+        """Each graph's frontier as a table: chain-model peak and recomputation (% of one forward)
+        of every Pareto-optimal plan (at most ``max_rows`` rows per graph, evenly spread, both ends
+        always shown), with min-cut's default and fxremat's chosen plan named beside it."""
+        lines = [f"fxremat frontier (chain model, exact): {self.model}"]
+        for i, r in enumerate(self.graphs):
+            lines.append("")
+            lines.extend(self._frontier_lines(i, r, max_rows))
+        lines.append("")
+        lines.append(
+            "Each row is a Pareto-optimal plan of the chain model: no plan has a lower peak for no more\n"
+            "recomputation.  Any budget between two rows gets the lower row's recomputation.  'peak (chain)'\n"
+            "counts the activations fxremat plans over (what memory_budget constrains); the 'whole step' peaks\n"
+            "of min-cut and of fxremat's plan replay both graphs node by node (everything the step allocates)."
+        )
+        return "\n".join(lines)
+
+    def _frontier_lines(self, i: int, r: PartitionReport, max_rows: int) -> list[str]:
+        head = f"graph {i + 1} of {len(self.graphs)}"
+        points = self._frontier(i)
+        if not points:
+            return [f"{head}: frontier: not available (the partitioner's report carries no chain)"]
+        total = _forward_total(r)
+        fx = f"{_mib(r.fxremat.peak_bytes)} whole step" if r.fxremat is not None else "none"
+        out = [
+            f"{head}: {len(points)} Pareto-optimal plan{'s' if len(points) != 1 else ''}; "
+            f"min-cut default (PyTorch): {_mib(r.min_cut.peak_bytes)} whole step; "
+            f"fxremat's plan: {fx}{' (min-cut chosen)' if r.chosen == 'min-cut' else ''}",
+            f"  {'peak (chain)':>14}  {'recompute':>10}  checkpoints",
+        ]
+        rows = _spread(len(points), max_rows)
+        for k in rows:
+            p = points[k]
+            shown = ", ".join(map(str, p.checkpoints)) if p.checkpoints else "none"
+            shown = textwrap.shorten(f"{len(p.checkpoints)}: {shown}" if p.checkpoints else shown, 48, placeholder=" ...")
+            mark = "   <- fxremat's plan" if _on_frontier(r, (p,)) else ""
+            out.append(f"  {_mib(p.peak_bytes):>14}  {_share(p.recompute_cost, total):>10}  {shown}{mark}")
+        if len(rows) < len(points):
+            out.append(f"  ({len(rows)} of {len(points)} plans shown; all of them in --json)")
+        return out
+
+    def plot_frontier(self, path: str | Path) -> Path:
+        """Draw each graph's frontier, peak (MiB) against recomputation (% of one forward), to ``path``.
+
+        The staircase is the chain model's least peak for each amount of recomputation; min-cut's
+        default point and fxremat's chosen plan are marked on the whole-step ruler (the replay of
+        both graphs), which also counts what the chain model does not.  Needs matplotlib.
+        """
+        try:
+            from matplotlib.figure import Figure
+        except ImportError as exc:
+            raise RuntimeError(f"Report.plot_frontier needs matplotlib, which is not installed: {_PLOT_HELP}") from exc
+        if not self.graphs:
+            raise ValueError("nothing to plot: no graph was planned" + (
+                f" ({len(self.warnings)} fell back to PyTorch's partitioner)" if self.warnings else ""))
+        n = len(self.graphs)
+        fig = Figure(figsize=(9, 4.6 * n + 0.8), layout="constrained")
+        axes = fig.subplots(n, 1, squeeze=False)[:, 0]
+        for i, (ax, r) in enumerate(zip(axes, self.graphs)):
+            _plot_frontier(ax, i, n, r, self._frontier(i))
+        title = "fxremat: least predicted peak for each amount of recomputation"
+        fig.suptitle(title + "\n" + textwrap.shorten(self.model, 110), fontsize=12)
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        return path
+
 
     # -- json ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -164,6 +251,43 @@ def _flop(x: float) -> str:
     return f"{x:.0f} FLOP"
 
 
+def _share(cost: float, total: float) -> str:
+    return f"{100 * cost / total:.1f}%" if total else "0.0%"
+
+
+def _forward_total(r: PartitionReport) -> float:
+    """One forward's cost: of the report's chain where it has one (the frontier's), else the report's."""
+    chain = getattr(r, "chain", None)
+    return chain.cost_prefix[-1] if chain is not None else r.forward_cost
+
+
+def _on_frontier(r: PartitionReport, points: tuple[FrontierPoint, ...]) -> bool:
+    """Whether the report's plan is one of ``points`` (it may be a plan of another chain model)."""
+    return r.plan is not None and any(
+        p.checkpoints == r.plan.checkpoints and p.peak_bytes == r.plan.peak_bytes for p in points)
+
+
+def _spread(n: int, rows: int) -> list[int]:
+    """At most ``rows`` indices of 0..n-1, evenly spread, first and last included."""
+    if n <= rows:
+        return list(range(n))
+    return sorted({round(j * (n - 1) / (rows - 1)) for j in range(rows)})
+
+
+def _frontier_json(points: tuple[FrontierPoint, ...] | None, total: float) -> list[dict[str, Any]] | None:
+    if points is None:
+        return None
+    return [
+        {
+            "peak_bytes": p.peak_bytes,
+            "recompute_cost": p.recompute_cost,
+            "recompute_share": p.recompute_cost / total if total else 0.0,
+            "checkpoints": list(p.checkpoints),
+        }
+        for p in points
+    ]
+
+
 def _ratio(a: int, b: int) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
@@ -214,6 +338,7 @@ def _graph_json(i: int, r: PartitionReport, rep: Report) -> dict[str, Any]:
         "saved": list(r.saved),
         "seconds": r.seconds,
         "timelines": {"fxremat": _timeline_json(r.fxremat), "min_cut": _timeline_json(r.min_cut)},
+        "frontier": _frontier_json(rep._frontier(i), _forward_total(r)),
     }
 
 
@@ -280,6 +405,53 @@ def _plot_graph(ax, i: int, n: int, r: PartitionReport, rep: Report) -> None:
     cps = len(r.plan.checkpoints) if r.plan is not None else 0
     ax.set_title(f"{head}{r.stages} stages, {cps} checkpoint{'' if cps == 1 else 's'}; chose {r.chosen}; {vs}",
                  fontsize=11)
+
+
+def _plot_frontier(ax, i: int, n: int, r: PartitionReport, points: tuple[FrontierPoint, ...] | None) -> None:
+    head = f"graph {i + 1} of {n}: " if n > 1 else ""
+    if not points:
+        ax.text(0.5, 0.5, "frontier not available (the partitioner's report carries no chain)",
+                ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(f"{head}{r.stages} stages", fontsize=11)
+        return
+    total = _forward_total(r)
+    xs = [100 * p.recompute_cost / total if total else 0.0 for p in points]
+    ys = [p.peak_bytes / _MIB for p in points]
+    ax.step(xs, ys, where="post", color="tab:blue", lw=1.6, zorder=3,
+            label=f"fxremat frontier, chain model ({len(points)} Pareto-optimal plans)")
+    ax.plot(xs, ys, "o", color="tab:blue", ms=4, zorder=4)
+    share = (r.plan.recompute_cost / r.forward_cost if r.forward_cost else 0.0) if r.plan is not None else 0.0
+    if _on_frontier(r, points):
+        ax.plot([100 * share], [r.plan.peak_bytes / _MIB], "o", color="tab:blue", ms=9, mfc="none", mew=2, zorder=5,
+                label=f"fxremat's plan, chain model ({r.plan.peak_bytes / _MIB:.2f} MiB)")
+    mc = r.min_cut.peak_bytes / _MIB
+    ax.axhline(mc, color="tab:orange", ls="--", lw=1, zorder=2)
+    ax.plot([0.0], [mc], "s", color="tab:orange", ms=9, zorder=5,
+            label=f"min-cut default (PyTorch), whole step: {mc:.2f} MiB at ~0% (recomputes only cheap ops)")
+    top = max(ys[0], mc)
+    if r.fxremat is not None:
+        fx = r.fxremat.peak_bytes / _MIB
+        ax.plot([100 * share], [fx], "D", color="tab:green", ms=8, zorder=5,
+                label=f"fxremat's plan, whole step: {fx:.2f} MiB at {100 * share:.0f}%"
+                + (" (min-cut chosen)" if r.chosen == "min-cut" else ""))
+        top = max(top, fx)
+    ax.set_xlim(-3, max(103.0, xs[-1] + 3))
+    ax.set_ylim(0, top * 1.25 if top > 0 else 1)
+    ax.set_xlabel("recomputation (% of one forward's FLOPs)")
+    ax.set_ylabel("predicted peak (MiB)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8.5)
+    ax.set_title(f"{head}{r.stages} stages: {ys[0]:.2f} MiB at 0% down to {ys[-1]:.2f} MiB at {xs[-1]:.0f}% (chain model)",
+                 fontsize=11)
+
+
+def _frontiers(reports: tuple[PartitionReport, ...]) -> tuple[tuple[FrontierPoint, ...] | None, ...]:
+    """Each report's chain frontier (``None`` where the report carries no chain)."""
+    out = []
+    for r in reports:
+        chain = getattr(r, "chain", None)
+        out.append(frontier(chain) if chain is not None else None)
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------ explain
@@ -396,4 +568,4 @@ def explain(
             "or did every graph run without autograd?)"
         )
     return Report(name, solver, Options(solver, memory_budget).memory_budget, reports,
-                  tuple(warned), seconds)
+                  tuple(warned), seconds, _frontiers(reports))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from .chen import solve_chen
 from .dp import solve_dp
+from .frontier import FrontierPoint, frontier
 from .linear import solve_budget, solve_linear
 from .plan import Plan, Solver
 
-__all__ = ["Plan", "Solver", "SOLVERS", "solve_linear", "solve_dp", "solve_budget", "solve_chen", "get_solver"]
+__all__ = ["Plan", "Solver", "SOLVERS", "solve_linear", "solve_dp", "solve_budget", "solve_chen", "get_solver",
+           "frontier", "FrontierPoint"]
 
 SOLVERS: dict[str, Solver] = {"linear": solve_linear, "dp": solve_dp, "chen": solve_chen}
 
