@@ -6,7 +6,11 @@
 * ``min-cut``: ``torch.compile`` through PyTorch's default (min-cut) partitioner, optionally at
   ``activation_memory_budget`` (``min-cut@0.5``), via :func:`fxremat.backend.min_cut_backend`;
 * ``fxremat``: fxremat's least-peak plan; ``fxremat@0.5`` at ``memory_budget=0.5``;
-  ``fxremat-dp`` the least-peak plan from the O(n^2) reference solver.
+  ``fxremat-dp`` the least-peak plan from the O(n^2) reference solver;
+* ``hf-ckpt``: the one line HF users switch on, per-layer ``torch.utils.checkpoint``
+  (``gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})``), then
+  ``torch.compile`` with the default (min-cut) partitioner; transformers models only
+  (:mod:`bench.hf_models`).
 
 Compiled contenders name their compiler: ``"eager"`` (AOTAutograd + partitioner + FX code, exact
 memory accounting, no Inductor) or ``"inductor"``.
@@ -25,7 +29,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 import fxremat
 from fxremat.backend import MinCutPartitioner, min_cut_backend
 
-__all__ = ["Contender", "base_contenders", "sweep_contenders", "SWEEP_BUDGETS", "RecordingMinCut"]
+__all__ = ["Contender", "base_contenders", "sweep_contenders", "real_contenders", "SWEEP_BUDGETS", "RecordingMinCut"]
 
 SWEEP_BUDGETS = (0.8, 0.5, 0.2, 0.0)  # min-cut's activation_memory_budget points
 
@@ -33,7 +37,7 @@ SWEEP_BUDGETS = (0.8, 0.5, 0.2, 0.0)  # min-cut's activation_memory_budget point
 @dataclasses.dataclass(frozen=True)
 class Contender:
     name: str  # unique within a case together with compiler
-    family: str  # eager | ckpt_seq | min-cut | fxremat
+    family: str  # eager | ckpt_seq | min-cut | fxremat | hf-ckpt
     compiler: str | None = None  # None: not compiled
     budget: float | None = None
     solver: str = "linear"
@@ -49,6 +53,12 @@ class Contender:
         if self.family == "fxremat" and self.budget == 0.0:
             return ("memory_budget=0.0 has no fxremat equivalent: a float budget must be in (0, 1] and 0 bytes is "
                     "below every feasible peak; fxremat's least-peak plan (`fxremat`) is its lowest point")
+        if self.family == "hf-ckpt":
+            supported = getattr(case, "supports_gradient_checkpointing", None)
+            if supported is None:
+                return "not a transformers model: gradient_checkpointing_enable() does not apply"
+            if not supported:
+                return "this transformers model does not support gradient checkpointing (supports_gradient_checkpointing=False)"
         return None
 
     def prepare(self, module: nn.Module) -> tuple[nn.Module, "RecordingMinCut | None"]:
@@ -58,7 +68,9 @@ class Contender:
             return module, None
         if self.family == "ckpt_seq":
             return CheckpointSequential(module), None
-        if self.family == "min-cut":
+        if self.family in ("min-cut", "hf-ckpt"):
+            if self.family == "hf-ckpt":
+                _enable_hf_checkpointing(_hf_model(module))
             backend = min_cut_backend(self.budget, compiler=self.compiler)
             recorder = RecordingMinCut(self.budget)
             backend.partitioner = recorder
@@ -67,6 +79,24 @@ class Contender:
             backend = fxremat.make_backend(self.solver, self.budget, compiler=self.compiler)
             return torch.compile(module, backend=backend), None
         raise ValueError(f"unknown family {self.family!r}")
+
+
+def _hf_model(module: nn.Module) -> nn.Module:
+    """The transformers model in ``module`` (itself, or the one a wrapper holds)."""
+    for m in module.modules():
+        if hasattr(m, "gradient_checkpointing_enable"):
+            return m
+    raise TypeError(f"no transformers model (gradient_checkpointing_enable) in {type(module).__name__}")
+
+
+def _enable_hf_checkpointing(hf: nn.Module) -> None:
+    """``gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})``, under
+    the name transformers 5.x gives it (``activation_checkpointing_enable``; the old name warns)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(hf, "activation_checkpointing_enable"):
+        hf.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 class CheckpointSequential(nn.Module):
@@ -120,3 +150,18 @@ def sweep_contenders(compiler: str) -> list[Contender]:
 
 def inductor_contenders() -> list[Contender]:
     return [Contender("min-cut", "min-cut", "inductor"), Contender("fxremat", "fxremat", "inductor")]
+
+
+REAL_BUDGET = 0.5
+
+
+def real_contenders() -> list[Contender]:
+    """The real-model suite's contenders, all through Inductor (eager first: the reference)."""
+    return [
+        Contender("eager", "eager"),
+        Contender("min-cut", "min-cut", "inductor"),
+        Contender(f"min-cut@{REAL_BUDGET}", "min-cut", "inductor", REAL_BUDGET),
+        Contender("hf-ckpt", "hf-ckpt", "inductor"),
+        Contender("fxremat", "fxremat", "inductor"),
+        Contender(f"fxremat@{REAL_BUDGET}", "fxremat", "inductor", REAL_BUDGET),
+    ]

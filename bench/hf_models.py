@@ -1,0 +1,359 @@
+"""The real-model suite's cases: HF ``transformers`` architectures built from configs, random weights.
+
+Nothing is downloaded: every model is ``ModelClass(config)`` under ``torch.manual_seed(case.seed)``,
+so a case is deterministic exactly as :mod:`bench.models`' cases are (same :class:`Case` /
+:class:`Built` shape: ``case.build()`` gives a fresh module, positional input tensors and a target).
+transformers' vision models need no torchvision.
+
+HF models take keyword inputs, so the module a contender gets is a small wrapper,
+:class:`HFModule`, that takes the case's tensors positionally, calls the HF model with them as
+keywords (``use_cache=False``) and returns what the loss needs: the model's own loss (labels passed)
+for the language models, the logits for the vision models (the loss is then cross-entropy on them,
+:meth:`HFCase.loss`).  The HF model itself is ``wrapper.hf``, for ``gradient_checkpointing_enable``.
+
+Families (``FAMILIES``): ``gpt2-eager`` and ``gpt2-sdpa`` (GPT-2 with either attention
+implementation), ``llama``, ``bert`` (masked LM, dropout 0.1 everywhere BERT has dropout), ``t5``
+(encoder-decoder, labels for the decoder), ``vit``, ``convnext``, ``resnet`` (ResNet-50 layout),
+``mobilenetv2`` and ``efficientnet`` (B0).  Dropout is off in every other model, so gradients can be
+compared with eager's.  The language models come with and without a padded ``attention_mask``
+(right padding: the last quarter of the second sequence is padding, its labels ignored).
+
+Sizes (``SIZES``): ``weights`` (short sequences, small images: weight gradients are a large part of
+the peak), ``activations`` (long sequences, bigger images or batches: activations dominate), and
+``tiny`` (2 layers, width 32-64, sequence 16-32: ``--quick`` and the tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .models import Built, Case
+
+__all__ = ["HFCase", "HFModule", "FAMILIES", "LM_FAMILIES", "SIZES", "make_hf_case", "hf_cases", "select_cases"]
+
+IGNORE = -100  # label value HF losses ignore
+
+
+class HFModule(nn.Module):
+    """``hf(**dict(zip(keys, tensors)), **fixed)``, returning ``output`` (``"loss"`` or ``"logits"``)."""
+
+    def __init__(self, hf: nn.Module, keys: tuple[str, ...], output: str, fixed: dict[str, Any] | None = None):
+        super().__init__()
+        self.hf = hf
+        self.keys = tuple(keys)
+        self.output = output
+        self.fixed = dict(fixed or {})
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        out = self.hf(**dict(zip(self.keys, tensors)), **self.fixed)
+        return getattr(out, self.output)
+
+
+@dataclasses.dataclass(frozen=True)
+class HFCase(Case):
+    """A :class:`Case` whose loss is the model's own (``loss_kind="own"``: the module returns it) or
+    cross-entropy on the returned logits (``"ce"``)."""
+
+    loss_kind: str = "own"
+    supports_gradient_checkpointing: bool = False  # the HF class has gradient_checkpointing_enable()
+    kind: str = ""  # size name: weights | activations | tiny
+    mask: bool = False  # a padded attention_mask is passed
+
+    def loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if self.loss_kind == "own":
+            return out
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+
+
+# ------------------------------------------------------------------------------- inputs
+
+
+def _padding_mask(batch: int, seq: int) -> torch.Tensor:
+    """Right padding: the last quarter of the second sequence (the first if batch is 1) masked."""
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[min(1, batch - 1), seq - max(1, seq // 4):] = 0
+    return mask
+
+
+def _lm(hf: nn.Module, tensors: dict[str, torch.Tensor]) -> Built:
+    keys = tuple(tensors)
+    module = HFModule(hf, keys, "loss", {"use_cache": False} if "use_cache" in _forward_params(hf) else None)
+    return Built(module, tuple(tensors.values()), torch.zeros(()))
+
+
+def _forward_params(hf: nn.Module) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(hf.forward).parameters)
+
+
+def _causal_lm_inputs(vocab: int, seq: int, batch: int, mask: bool) -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, vocab, (batch, seq))
+    labels = ids.clone()
+    out = {"input_ids": ids}
+    if mask:
+        am = _padding_mask(batch, seq)
+        labels[am == 0] = IGNORE
+        out["attention_mask"] = am
+    out["labels"] = labels
+    return out
+
+
+# ----------------------------------------------------------------------------- language models
+
+
+def build_gpt2(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int, attn: str, mask: bool) -> Built:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=d, n_layer=layers, n_head=heads,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+                     bos_token_id=vocab - 1, eos_token_id=vocab - 1)
+    cfg._attn_implementation = attn
+    hf = GPT2LMHeadModel(cfg)
+    # Its class name does not say ForCausalLM, so the loss lookup would log a warning on every call:
+    # a graph break under torch.compile.
+    hf.loss_type = "ForCausalLM"
+    return _lm(hf, _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+def build_llama(layers: int, d: int, heads: int, ffn: int, seq: int, batch: int, vocab: int, mask: bool) -> Built:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=d, intermediate_size=ffn, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=seq,
+                      attention_dropout=0.0, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return _lm(LlamaForCausalLM(cfg), _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+def build_bert(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int, mask: bool,
+               dropout: float = 0.1) -> Built:
+    from transformers import BertConfig, BertForMaskedLM
+
+    cfg = BertConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=4 * d, max_position_embeddings=seq, hidden_dropout_prob=dropout,
+                     attention_probs_dropout_prob=dropout)
+    hf = BertForMaskedLM(cfg)
+    ids = torch.randint(0, vocab, (batch, seq))
+    labels = torch.full_like(ids, IGNORE)
+    chosen = torch.rand(batch, seq) < 0.15  # MLM: predict 15% of the positions
+    labels[chosen] = ids[chosen]
+    tensors = {"input_ids": ids}
+    if mask:
+        am = _padding_mask(batch, seq)
+        labels[am == 0] = IGNORE
+        tensors["attention_mask"] = am
+    tensors["labels"] = labels
+    return _lm(hf, tensors)
+
+
+def build_t5(layers: int, d: int, heads: int, seq: int, target_seq: int, batch: int, vocab: int, mask: bool) -> Built:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    cfg = T5Config(vocab_size=vocab, d_model=d, d_kv=d // heads, d_ff=4 * d, num_layers=layers,
+                   num_decoder_layers=layers, num_heads=heads, dropout_rate=0.0, use_cache=False,
+                   decoder_start_token_id=0, pad_token_id=0)
+    hf = T5ForConditionalGeneration(cfg)
+    tensors = {"input_ids": torch.randint(1, vocab, (batch, seq))}
+    labels = torch.randint(1, vocab, (batch, target_seq))
+    if mask:
+        tensors["attention_mask"] = _padding_mask(batch, seq)
+        labels[_padding_mask(batch, target_seq) == 0] = IGNORE  # the padded example's target is shorter too
+    tensors["labels"] = labels
+    return _lm(hf, tensors)
+
+
+# ---------------------------------------------------------------------------------- vision
+
+
+def _vision(hf: nn.Module, image: int, batch: int, classes: int) -> Built:
+    pixels = torch.randn(batch, 3, image, image)
+    return Built(HFModule(hf, ("pixel_values",), "logits"), (pixels,), torch.randint(0, classes, (batch,)))
+
+
+def build_vit(layers: int, d: int, heads: int, image: int, patch: int, batch: int, classes: int = 1000) -> Built:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    cfg = ViTConfig(hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * d,
+                    image_size=image, patch_size=patch, num_labels=classes, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = "sdpa"
+    return _vision(ViTForImageClassification(cfg), image, batch, classes)
+
+
+def build_convnext(depths: tuple[int, ...], widths: tuple[int, ...], image: int, batch: int,
+                   classes: int = 1000) -> Built:
+    from transformers import ConvNextConfig, ConvNextForImageClassification
+
+    cfg = ConvNextConfig(depths=list(depths), hidden_sizes=list(widths), num_stages=len(depths),
+                         drop_path_rate=0.0, num_labels=classes)
+    return _vision(ConvNextForImageClassification(cfg), image, batch, classes)
+
+
+def build_resnet(depths: tuple[int, ...], widths: tuple[int, ...], stem: int, layer_type: str, image: int,
+                 batch: int, classes: int = 1000) -> Built:
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    cfg = ResNetConfig(depths=list(depths), hidden_sizes=list(widths), embedding_size=stem, layer_type=layer_type,
+                       num_labels=classes)
+    return _vision(ResNetForImageClassification(cfg), image, batch, classes)
+
+
+def build_mobilenetv2(multiplier: float, image: int, batch: int, classes: int = 1000) -> Built:
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+    cfg = MobileNetV2Config(depth_multiplier=multiplier, image_size=image, classifier_dropout_prob=0.0,
+                            num_labels=classes)
+    return _vision(MobileNetV2ForImageClassification(cfg), image, batch, classes)
+
+
+def build_efficientnet(width: float, depth: float, hidden: int, image: int, batch: int, classes: int = 1000) -> Built:
+    from transformers import EfficientNetConfig, EfficientNetForImageClassification
+
+    cfg = EfficientNetConfig(width_coefficient=width, depth_coefficient=depth, image_size=image, hidden_dim=hidden,
+                             dropout_rate=0.0, drop_connect_rate=0.0, num_labels=classes)
+    return _vision(EfficientNetForImageClassification(cfg), image, batch, classes)
+
+
+# -------------------------------------------------------------------------------- registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    factory: Callable[..., Built]
+    hf_class: str  # transformers class (for supports_gradient_checkpointing)
+    fixed: dict[str, Any]  # size entries every size shares (e.g. attn)
+    lm: bool  # a language model: the model's own loss, with and without a padding mask
+
+
+FAMILIES: dict[str, Family] = {
+    "gpt2-eager": Family(build_gpt2, "GPT2LMHeadModel", {"attn": "eager"}, True),
+    "gpt2-sdpa": Family(build_gpt2, "GPT2LMHeadModel", {"attn": "sdpa"}, True),
+    "llama": Family(build_llama, "LlamaForCausalLM", {}, True),
+    "bert": Family(build_bert, "BertForMaskedLM", {}, True),
+    "t5": Family(build_t5, "T5ForConditionalGeneration", {}, True),
+    "vit": Family(build_vit, "ViTForImageClassification", {}, False),
+    "convnext": Family(build_convnext, "ConvNextForImageClassification", {}, False),
+    "resnet": Family(build_resnet, "ResNetForImageClassification", {}, False),
+    "mobilenetv2": Family(build_mobilenetv2, "MobileNetV2ForImageClassification", {}, False),
+    "efficientnet": Family(build_efficientnet, "EfficientNetForImageClassification", {}, False),
+}
+LM_FAMILIES = tuple(f for f, fam in FAMILIES.items() if fam.lm)
+
+_GPT2 = dict(layers=12, d=256, heads=4, vocab=8192)
+_LLAMA = dict(layers=8, d=256, heads=4, ffn=688, vocab=8192)
+_BERT = dict(layers=6, d=256, heads=4, vocab=8192, dropout=0.1)
+_T5 = dict(layers=4, d=256, heads=4, vocab=8192)
+_VIT = dict(layers=12, d=192, heads=3, patch=8)  # ViT-tiny widths, patch 8
+_CONVNEXT = dict(depths=(2, 2, 6, 2), widths=(40, 80, 160, 320))  # ConvNeXt-atto
+_RESNET = dict(depths=(3, 4, 6, 3), widths=(256, 512, 1024, 2048), stem=64, layer_type="bottleneck")  # ResNet-50
+_EFFNET = dict(width=1.0, depth=1.0, hidden=1280)  # B0 (hidden: the top conv's width, 1280 * width)
+
+# family -> size name -> size entries (CPU: one eager step well under 2 s on one thread).
+SIZES: dict[str, dict[str, dict[str, Any]]] = {
+    "gpt2-eager": {
+        "weights": dict(_GPT2, seq=256, batch=2),
+        "activations": dict(_GPT2, seq=512, batch=2),
+        "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, batch=2),
+    },
+    "llama": {
+        "weights": dict(_LLAMA, seq=256, batch=2),
+        "activations": dict(_LLAMA, seq=1024, batch=2),
+        "tiny": dict(layers=2, d=32, heads=2, ffn=64, vocab=128, seq=32, batch=2),
+    },
+    "bert": {
+        "weights": dict(_BERT, seq=256, batch=2),
+        "activations": dict(_BERT, seq=512, batch=2),
+        "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, batch=2, dropout=0.1),
+    },
+    "t5": {
+        "weights": dict(_T5, seq=256, target_seq=64, batch=2),
+        "activations": dict(_T5, seq=1024, target_seq=256, batch=2),
+        "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, target_seq=16, batch=2),
+    },
+    "vit": {
+        "weights": dict(_VIT, image=64, batch=4),
+        "activations": dict(_VIT, image=128, batch=4),
+        "tiny": dict(layers=2, d=32, heads=2, patch=8, image=32, batch=2, classes=10),
+    },
+    "convnext": {
+        "weights": dict(_CONVNEXT, image=64, batch=4),
+        "activations": dict(_CONVNEXT, image=160, batch=8),
+        "tiny": dict(depths=(1, 1), widths=(16, 32), image=32, batch=2, classes=10),
+    },
+    "resnet": {
+        "weights": dict(_RESNET, image=64, batch=4),
+        "activations": dict(_RESNET, image=128, batch=8),
+        "tiny": dict(depths=(1, 1), widths=(16, 32), stem=8, layer_type="basic", image=32, batch=2, classes=10),
+    },
+    "mobilenetv2": {
+        "weights": dict(multiplier=1.0, image=64, batch=4),
+        "activations": dict(multiplier=1.0, image=128, batch=8),
+        "tiny": dict(multiplier=0.35, image=32, batch=2, classes=10),
+    },
+    "efficientnet": {
+        "weights": dict(_EFFNET, image=64, batch=4),
+        "activations": dict(_EFFNET, image=128, batch=8),
+        "tiny": dict(width=0.25, depth=0.25, hidden=320, image=32, batch=2, classes=10),
+    },
+}
+SIZES["gpt2-sdpa"] = SIZES["gpt2-eager"]
+SIZE_NAMES = ("weights", "activations")
+
+
+def _tag(family: str, size: dict[str, Any]) -> str:
+    if FAMILIES[family].lm:
+        return f"s{size['seq']}"
+    return f"i{size['image']}-b{size['batch']}"
+
+
+def make_hf_case(family: str, size_name: str = "tiny", mask: bool = False, seed: int = 0,
+                 **overrides: Any) -> HFCase:
+    """``family`` at ``size_name`` (``overrides`` replace size entries), with a padded attention
+    mask if ``mask`` (language models only)."""
+    import transformers
+
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; expected one of {list(FAMILIES)}")
+    fam = FAMILIES[family]
+    if mask and not fam.lm:
+        raise ValueError(f"{family} takes no attention_mask")
+    size = {**SIZES[family][size_name], **overrides, **fam.fixed}
+    if fam.lm:
+        size["mask"] = mask
+    tag = "tiny" if size_name == "tiny" else _tag(family, size)
+    label = f"{family}-{tag}" + ("-mask" if mask else "")
+    hf_class = getattr(transformers, fam.hf_class)
+    return HFCase(family, label, size, sequential=False, depth=None, factory=fam.factory, seed=seed,
+                  loss_kind="own" if fam.lm else "ce",
+                  supports_gradient_checkpointing=bool(getattr(hf_class, "supports_gradient_checkpointing", False)),
+                  kind=size_name, mask=mask)
+
+
+def hf_cases(quick: bool = False, seed: int = 0) -> list[HFCase]:
+    """The suite: every family at both sizes, language models with and without a padding mask
+    (``quick``: the tiny size, language models with the padding mask only)."""
+    out = []
+    for family, fam in FAMILIES.items():
+        for size_name in (("tiny",) if quick else SIZE_NAMES):
+            for mask in (((True,) if quick else (False, True)) if fam.lm else (False,)):
+                out.append(make_hf_case(family, size_name, mask, seed))
+    return out
+
+
+def select_cases(cases: list[HFCase], patterns: list[str]) -> list[HFCase]:
+    """Cases whose label or family matches one of ``patterns`` (exact or an fnmatch glob), in suite
+    order; raises ValueError naming a pattern that matches nothing."""
+    chosen = set()
+    for pat in patterns:
+        hit = {c.label for c in cases if c.label == pat or c.model == pat or fnmatch.fnmatchcase(c.label, pat)}
+        if not hit:
+            raise ValueError(f"{pat!r} matches no case; labels: {', '.join(c.label for c in cases)}")
+        chosen |= hit
+    return [c for c in cases if c.label in chosen]

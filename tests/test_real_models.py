@@ -1,0 +1,130 @@
+"""Real architectures: tiny HF transformers models (bench/hf_models.py) trained through fxremat.
+
+Each case is a tiny config (2 layers, width 32, sequence 32 or 32x32 images) of a model of the
+real-model suite (``python -m bench.real``): GPT-2 (sdpa with a padded attention mask; eager
+attention without), Llama (padded mask), BERT (masked LM, dropout 0.1, padded mask), T5
+(encoder-decoder with labels, with and without a padded mask), ViT, ConvNeXt, ResNet, EfficientNet
+(depthwise convolutions, squeeze-excite).  Two training steps (the second on fresh inputs, so a stale saved or
+recomputed activation would show) through ``fxremat.make_backend(compiler="eager")`` are compared
+with eager (``rtol=atol=1e-5``, as tests/test_end_to_end.py) and with PyTorch's min-cut partitioner
+through the same pipeline (exact: partitioning only chooses what is saved and what recomputed).
+The RNG is seeded before each step's forward, so dropout draws the same masks in every run.
+
+One Inductor test (marked ``inductor``) runs the smallest GPT-2 through ``fxremat.backend``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import fxremat
+from fxremat.backend import min_cut_backend
+
+transformers = pytest.importorskip("transformers")
+from bench.hf_models import HFCase, make_hf_case  # noqa: E402 - after the importorskip
+
+pytestmark = pytest.mark.usefixtures("fresh_compile")
+
+VS_EAGER = dict(rtol=1e-5, atol=1e-5)
+EXACT = dict(rtol=0.0, atol=0.0)
+VS_EAGER_INDUCTOR = dict(rtol=1e-4, atol=1e-4)  # Inductor fuses and reorders float math
+STEP_SEEDS = (1234, 5678)
+
+CASES = {  # test id -> (family, padded attention mask)
+    "gpt2-sdpa-mask": ("gpt2-sdpa", True),
+    "gpt2-eager": ("gpt2-eager", False),
+    "llama-mask": ("llama", True),
+    "bert-dropout-mask": ("bert", True),
+    "t5": ("t5", False),
+    "t5-mask": ("t5", True),
+    "vit": ("vit", False),
+    "convnext": ("convnext", False),
+    "resnet": ("resnet", False),
+    "efficientnet": ("efficientnet", False),
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_transformers():
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # config notices; no logging inside compiled code
+    yield
+    transformers.logging.set_verbosity(level)
+
+
+@dataclasses.dataclass
+class Step:
+    loss: torch.Tensor
+    grads: dict[str, torch.Tensor | None]
+    buffers: dict[str, torch.Tensor]
+
+
+class CountingBackend:
+    """Counts Dynamo graphs: more than one means a graph break (or a recompile)."""
+
+    def __init__(self, backend: Callable) -> None:
+        self.backend, self.frames = backend, 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        self.frames += 1
+        return self.backend(gm, example_inputs)
+
+
+def two_steps(case: HFCase, backend: Callable | None) -> list[Step]:
+    """Two training steps of a fresh model (``backend`` None: eager), the second on the inputs of
+    the case at the next seed (same shapes, other values)."""
+    built = case.build()
+    fn = built.module if backend is None else torch.compile(built.module, backend=backend)
+    second = dataclasses.replace(case, seed=case.seed + 1).build()
+    out = []
+    for (inputs, target), seed in zip([(built.inputs, built.target), (second.inputs, second.target)], STEP_SEEDS):
+        built.module.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)
+        loss = case.loss(fn(*inputs), target)
+        loss.backward()
+        out.append(Step(
+            loss.detach().clone(),
+            {n: None if p.grad is None else p.grad.clone() for n, p in built.module.named_parameters()},
+            {n: b.detach().clone() for n, b in built.module.named_buffers()},
+        ))
+    return out
+
+
+def assert_same(actual: list[Step], expected: list[Step], what: str, **tol: float) -> None:
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(a.loss, e.loss, **tol, msg=lambda m: f"{what}, step {i}: loss\n{m}")
+        assert a.grads.keys() == e.grads.keys(), what
+        for name, g in e.grads.items():
+            assert (a.grads[name] is None) == (g is None), f"{what}, step {i}: grad of {name} missing on one side"
+            if g is not None:
+                torch.testing.assert_close(a.grads[name], g, **tol,
+                                           msg=lambda m: f"{what}, step {i}: grad of {name}\n{m}")
+        for name, b in e.buffers.items():
+            torch.testing.assert_close(a.buffers[name], b, **tol, msg=lambda m: f"{what}, step {i}: buffer {name}\n{m}")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_eager_and_min_cut(name: str) -> None:
+    case = make_hf_case(*CASES[name][:1], "tiny", CASES[name][1])
+    counting = CountingBackend(fxremat.make_backend(compiler="eager"))
+    actual = two_steps(case, counting)
+    reports = fxremat.last_reports(clear=True)
+    assert counting.frames == 1, f"{case.label}: {counting.frames} Dynamo graphs (graph break or recompile)"
+    assert reports, f"{case.label}: no PartitionReport: fxremat fell back to min-cut (see its warning)"
+    assert_same(actual, two_steps(case, None), f"{case.label}: fxremat vs eager", **VS_EAGER)
+    torch._dynamo.reset()
+    assert_same(actual, two_steps(case, min_cut_backend(compiler="eager")), f"{case.label}: fxremat vs min-cut",
+                **EXACT)
+
+
+@pytest.mark.inductor
+def test_inductor_gpt2_matches_eager() -> None:
+    """The smallest GPT-2 (sdpa, padded mask) through the default backend, Inductor included."""
+    case = make_hf_case("gpt2-sdpa", "tiny", True)
+    actual = two_steps(case, fxremat.backend)
+    assert fxremat.last_reports(), "no PartitionReport: fxremat fell back to min-cut"
+    assert_same(actual, two_steps(case, None), f"{case.label}: fxremat + Inductor vs eager", **VS_EAGER_INDUCTOR)
