@@ -1,4 +1,4 @@
-"""``python -m fxremat explain [MODULE:FACTORY] [--solver S] [--memory-budget B] [--sweep] [--plot F] [--json F]``
+"""``python -m fxremat explain [MODULE:FACTORY] [--solver S] [--memory-budget B] [--strict-budget] [--sweep] [--plot F] [--json F]``
 
 Compiles one training step of a model with fxremat (eager compiler, caches off), prints what it
 planned for each graph (see :func:`fxremat.explain`), and optionally writes a plot and a JSON
@@ -87,6 +87,11 @@ def _parser() -> _Parser:
         "of the peak without recomputation; default: none (least peak)",
     )
     ex.add_argument(
+        "--strict-budget", action="store_true",
+        help="a budget no plan of a graph meets is an error (default: that graph runs its least-peak plan, "
+        "with a warning)",
+    )
+    ex.add_argument(
         "--sweep", action="store_true",
         help="also print each graph's exact memory/recomputation frontier (every budget at which the best plan "
         "changes); with --plot, draw the frontier (peak vs recomputation, min-cut's default point marked)",
@@ -153,7 +158,8 @@ def _explain(args: argparse.Namespace) -> int:
     else:
         model, inputs, name = _load_factory(args.factory)
     try:
-        report = explain(model, *inputs, solver=args.solver, memory_budget=args.memory_budget, name=name)
+        report = explain(model, *inputs, solver=args.solver, memory_budget=args.memory_budget, name=name,
+                         strict_budget=args.strict_budget)
     except Exception as exc:  # noqa: BLE001 - a budget no plan meets is a usage error
         budget = BudgetError.behind(exc)
         if budget is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import operator
 import warnings
 from typing import Any
 
@@ -52,6 +53,10 @@ try:  # optional: without it random ops are never recomputed (saved instead)
     from torch._functorch.partitioners import functionalize_rng_ops as _functionalize_rng_ops
 except ImportError:
     _functionalize_rng_ops = None
+try:  # optional: without it min-cut cannot functionalize RNG either (no saved generator states)
+    from torch._prims.rng_prims import run_and_save_rng_state as _run_and_save_rng_state
+except ImportError:
+    _run_and_save_rng_state = None
 try:
     from torch._higher_order_ops.effects import with_effects as _with_effects
 except ImportError:  # optional: without it there are no effectful HOPs to guard against
@@ -246,6 +251,17 @@ def saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> list[str]:
     return [o.name for o in outputs[num_fwd_outputs:] if isinstance(o, fx.Node)]
 
 
+def is_saved_rng_state(fw: fx.GraphModule, name: str) -> bool:
+    """Whether forward node ``name`` is a generator state that min-cut's own RNG functionalization
+    (``run_and_save_rng_state``, for random ops a checkpoint tags for recomputation) added to its
+    copy of the joint graph and saves: a value of min-cut's pair, not of the joint graph."""
+    node = next((n for n in fw.graph.nodes if n.name == name), None)
+    if node is None or node.op != "call_function" or node.target is not operator.getitem:
+        return False
+    source, index = node.args
+    return isinstance(source, fx.Node) and source.target is _run_and_save_rng_state and index == 0
+
+
 def extract_fwd_bwd(
     joint: fx.GraphModule,
     saved_values: list[fx.Node],
@@ -335,6 +351,13 @@ def caches_disabled():
 
     with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
         yield
+
+
+def min_cut_activation_memory_budget() -> float | None:
+    """torch's global ``activation_memory_budget`` (min-cut's knob; 1.0 by default), None if absent."""
+    from torch._functorch import config as functorch_config
+
+    return getattr(functorch_config, "activation_memory_budget", None)
 
 
 def activation_memory_budget(budget: float | None):

@@ -2,8 +2,8 @@
 
 Invariant: :func:`analyze` walks the joint graph a bounded number of times and returns a frozen
 :class:`JointGraph`; every later stage (memory model, linearization, partition) reads facts from
-it (or from ``node.meta["fxremat"]``, where the same :class:`NodeFacts` records are stored, as
-``shape_prop`` stores ``TensorMetadata``) and never re-derives them.
+its ``facts`` mapping and never re-derives them.  Nothing is written into the graph: the facts
+hold ``StorageWeakRef`` keys, and node ``meta`` rides into the graphs handed to Inductor.
 
 What is decided here:
 * roles: parameters and other static-lifetime primals, other primals, tangents, forward nodes
@@ -33,9 +33,7 @@ import torch.fx as fx
 
 from . import _torch
 
-__all__ = ["Role", "NodeFacts", "JointGraph", "analyze", "META_KEY"]
-
-META_KEY = "fxremat"
+__all__ = ["Role", "NodeFacts", "JointGraph", "analyze"]
 
 
 class Role(enum.Enum):
@@ -147,7 +145,7 @@ def analyze(
     num_fwd_outputs: int,
     static_lifetime_input_indices: list[int] | None = None,
 ) -> JointGraph:
-    """Compute the :class:`JointGraph` record of ``joint`` and store each node's facts in its meta."""
+    """Compute the :class:`JointGraph` record of ``joint`` (``joint`` itself is left untouched)."""
     graph = joint.graph
     info = _torch.classify_nodes(joint, static_lifetime_input_indices or [], num_fwd_outputs)
     primals = tuple(n for n in graph.nodes if _torch.is_primal(n))
@@ -187,7 +185,6 @@ def analyze(
             backward.append(node)
         ban = _recompute_ban(node, facts, mutated_storages) if role is Role.FORWARD else None
         facts[node] = NodeFacts(role, keys, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
-        node.meta[META_KEY] = facts[node]
     visible = {key for n in primals if facts[n].role is Role.INPUT for key in facts[n].storages}
     visible.update(key for n in fwd_outputs for key in facts[n].storages)
     read_by_backward = {a for n in backward for a in n.all_input_nodes}

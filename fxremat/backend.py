@@ -80,7 +80,11 @@ class _Backend:
 
 
 def make_backend(
-    solver: str = "linear", memory_budget: int | float | None = None, *, compiler: str = "inductor"
+    solver: str = "linear",
+    memory_budget: int | float | None = None,
+    *,
+    compiler: str = "inductor",
+    strict_budget: bool = False,
 ) -> _Backend:
     """A configured backend.
 
@@ -89,12 +93,14 @@ def make_backend(
             ``"chen"`` (uniform sqrt(n) segments).
         memory_budget: ``None`` for the least peak; an ``int``: bytes; a ``float`` in (0, 1]:
             a fraction of each graph's peak without recomputation.  fxremat then recomputes as
-            little as possible within the budget; a budget no plan meets raises ``ValueError``
-            naming the smallest feasible peak.
+            little as possible within the budget (see docs/usage.md for the exact rule).
         compiler: ``"inductor"`` (default) compiles both graphs with Inductor; ``"eager"`` runs
             them as plain FX code (for debugging and exact memory checks).
+        strict_budget: for a graph whose budget no plan meets: ``False`` (default) runs the plan
+            of least predicted peak with one warning; ``True`` raises :class:`fxremat.BudgetError`
+            naming the smallest feasible peak.
     """
-    return _Backend(FxrematPartitioner(Options(solver, memory_budget)), compiler)
+    return _Backend(FxrematPartitioner(Options(solver, memory_budget, strict_budget)), compiler)
 
 
 def min_cut_backend(activation_memory_budget: float | None = None, *, compiler: str = "inductor") -> _Backend:

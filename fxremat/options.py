@@ -27,14 +27,20 @@ class Options:
             in (0, 1], a fraction of the peak without recomputation.  With a budget fxremat
             recomputes as little as it can while keeping the chain's predicted peak within it.
             The budget applies to each compiled graph on its own.
+        strict_budget: what happens to a graph whose budget no plan meets.  ``False`` (default):
+            best effort, the plan of least predicted peak runs and one warning says so.
+            ``True``: :class:`fxremat.BudgetError` (the compile fails).
     """
 
     solver: str = "linear"
     memory_budget: int | float | None = None
+    strict_budget: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.solver, str) or self.solver not in SOLVERS:
             raise ValueError(f"unknown solver {self.solver!r}; expected one of {sorted(SOLVERS)}")
+        if not isinstance(self.strict_budget, bool):
+            raise ValueError(f"strict_budget must be True or False; got {self.strict_budget!r}")
         budget = self.memory_budget
         if budget is None:
             return

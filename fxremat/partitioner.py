@@ -13,7 +13,15 @@ Invariants:
   no banned node and keeps no caller-visible tensor that eager does not), min-cut's pair is returned;
 * never a silently wrong plan: any failure inside planning falls back to min-cut's pair with one
   warning naming the reason (to ``default_partition``, which saves instead of recomputing, when
-  min-cut's pair is unsafe); only user errors (a budget no plan meets) propagate;
+  min-cut's pair is unsafe); only user errors (a budget no plan meets, with ``strict_budget``)
+  propagate;
+* budgets are monotone: with a budget the pair run is the one of least predicted peak among
+  min-cut's (if safe) and the solver's plans from no recomputation down to its plan for the budget
+  (:func:`~fxremat.solvers.curve`), so a lower budget, which only adds plans, never predicts a
+  higher peak; a budget no plan meets is best effort (every plan of the curve and the least-peak
+  plans are candidates) with one warning, unless ``strict_budget``;
+* PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
+  ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
 * a node banned from recomputation (random, effectful, mutating, reading a mutated input,
   MUST_SAVE) is never recomputed: its value is saved instead.
 """
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -35,7 +44,7 @@ from .memory import Timeline, simulate
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
-from .solvers import Plan, get_solver
+from .solvers import Plan, curve, get_solver
 
 __all__ = ["partition", "PartitionReport", "BudgetError", "last_reports"]
 
@@ -72,6 +81,8 @@ class PartitionReport:
     saved: tuple[str, ...]
     forward_cost: float
     seconds: float
+    budget_bytes: int | None = None  # this graph's budget on the chain model (None: no budget)
+    budget_met: bool | None = None  # False: no plan meets it and the least-peak plan ran (None: no budget)
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -79,11 +90,17 @@ class PartitionReport:
         return chosen.peak_bytes
 
 
-_REPORTS: list[PartitionReport] = []
+MAX_REPORTS = 256
+_REPORTS: deque[PartitionReport] = deque(maxlen=MAX_REPORTS)
 
 
 def last_reports(clear: bool = False) -> list[PartitionReport]:
-    """Reports of the graphs partitioned so far in this process (newest last)."""
+    """Reports of the last graphs partitioned in this process (newest last).
+
+    At most the last ``MAX_REPORTS`` (256) are kept: older ones are dropped as new graphs are
+    planned, so a long-running process that recompiles does not grow without bound.  ``clear``
+    empties the list after reading it.
+    """
     out = list(_REPORTS)
     if clear:
         _REPORTS.clear()
@@ -106,7 +123,8 @@ def partition(
     # (default_partition takes no ``compiler``).
     pkw = {"num_fwd_outputs": num_fwd_outputs, "static_lifetime_input_indices": static_lifetime_input_indices, **kwargs}
     try:
-        mc_fw, mc_bw = _torch.min_cut(joint_module, joint_inputs, **pkw)
+        with _default_min_cut_budget():
+            mc_fw, mc_bw = _torch.min_cut(joint_module, joint_inputs, **pkw)
     except Exception as exc:  # noqa: BLE001 - min-cut (or the copy it runs on) failed: save, never recompute
         log.warning(
             "fxremat: falling back to PyTorch's default_partition (min-cut failed): %s: %s", type(exc).__name__, exc
@@ -140,27 +158,59 @@ def partition(
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str]):
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
     by_name = {n.name: n for n in joint.graph.nodes}
-    base = [by_name[name] for name in _torch.saved_names(mc_fw, num_fwd_outputs) if name in by_name]
+    # Min-cut's saved values are the base plan.  The generator states its own RNG functionalization
+    # adds are not joint-graph values (fxremat replays random ops itself); any other name missing
+    # from the joint graph would silently drop a value the backward needs, so it fails (and falls back).
+    base_names = [name for name in _torch.saved_names(mc_fw, num_fwd_outputs)
+                  if name in by_name or not _torch.is_saved_rng_state(mc_fw, name)]
+    missing = [name for name in base_names if name not in by_name]
+    if missing:
+        raise RuntimeError(f"min-cut saves {missing}, which are not nodes of the joint graph")
+    base = [by_name[name] for name in base_names]
     base_tensors = [n for n in base if not _torch.is_sym_node(n)]
     sym = list(dict.fromkeys([n for n in jg.forward if _torch.is_sym_node(n)] + [n for n in base if _torch.is_sym_node(n)]))
     always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]  # saved by every plan
 
     # The chain that counts the always-saved values in every segment is the faithful one (and the
-    # only one a budget is checked against).  Without a budget the chain that counts them only in
-    # the last segment is also solved: both are models of the real schedule and neither is always
-    # closer, so the memory model's replay of the two extracted pairs decides.
+    # only one a budget is checked against).  The least-peak candidates also include the plan of
+    # the chain that counts them only in the last segment: both are models of the real schedule
+    # and neither is always closer, so the memory model's replay of the extracted pairs decides.
     lin = linearize(jg, base_tensors, always)
+    solve = get_solver(options.solver)
     budget = options.budget_bytes(lin.chain.no_recompute_peak())
-    try:
-        plan = get_solver(options.solver)(lin.chain, budget)
-    except ValueError as exc:
-        raise BudgetError(f"fxremat: memory_budget={options.memory_budget!r}: {exc}") from None
-    best = _candidate(jg, lin, plan, base_tensors, sym)
-    if budget is None and always:
-        lin_last = linearize(jg, base_tensors)
-        other = _candidate(jg, lin_last, get_solver(options.solver)(lin_last.chain), base_tensors, sym)
-        if other.timeline.peak_bytes < best.timeline.peak_bytes:
-            best = other
+    done: dict[tuple[int, tuple[int, ...]], _Candidate] = {}
+
+    def evaluate(lin_: Linearization, plan: Plan) -> _Candidate:
+        key = (id(lin_), plan.checkpoints)
+        if key not in done:
+            done[key] = _candidate(jg, lin_, plan, base_tensors, sym)
+        return done[key]
+
+    def least_peak() -> list[_Candidate]:
+        out = [evaluate(lin, solve(lin.chain))]
+        if always:
+            lin_last = linearize(jg, base_tensors)
+            out.append(evaluate(lin_last, solve(lin_last.chain)))
+        return out
+
+    met: bool | None = None
+    if budget is None:
+        candidates = least_peak()
+    else:
+        # The curve's plans down to the first within the budget: that one recomputes least within
+        # it, the ones before recompute no more.  The replay, not the chain model, picks among them.
+        plans = curve(solve, lin.chain)
+        within = next((k for k, p in enumerate(plans) if p.peak_bytes <= budget), None)
+        met = within is not None
+        if not met and options.strict_budget:
+            try:
+                solve(lin.chain, budget)
+            except ValueError as exc:  # the solver's message names the least feasible peak
+                raise BudgetError(f"fxremat: memory_budget={options.memory_budget!r}: {exc}") from None
+        candidates = [evaluate(lin, p) for p in (plans if within is None else plans[: within + 1])]
+        if not met:  # best effort: everything, including the least-peak plans of budget=None
+            candidates += least_peak()
+    best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     chain, plan, saved, fw, bw, timeline = best
 
     if unsafe:
@@ -171,9 +221,36 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         chosen, reason = "min-cut", "min-cut's predicted peak is not higher"
     report = PartitionReport(
         chosen, reason, chain.n, plan, chain.no_recompute_peak(), timeline, mc_timeline,
-        tuple(n.name for n in saved), sum(chain.forward_cost), 0.0,
+        tuple(n.name for n in saved), sum(chain.forward_cost), 0.0, budget, met,
     )
+    if met is False:  # planned: nothing after this can fall back, so this is the graph's one warning
+        log.warning(
+            "fxremat: memory_budget=%r (%s on the chain model) is below the least peak any plan of this graph "
+            "reaches (%s): running the plan of least predicted peak instead (strict_budget=True makes this an error)",
+            options.memory_budget, _size(budget), _size(plans[-1].peak_bytes),
+        )
     return fw, bw, report
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB" if nbytes >= 2**20 // 100 else f"{nbytes} bytes"
+
+
+def _default_min_cut_budget():
+    """A context running min-cut at torch's default ``activation_memory_budget`` (1.0).
+
+    fxremat's base plan and its comparison are min-cut's default pair; a global budget set for
+    min-cut (``torch._functorch.config.activation_memory_budget``) is min-cut's own knob, so it is
+    ignored, with one INFO line (fxremat's budget is ``memory_budget``).
+    """
+    current = _torch.min_cut_activation_memory_budget()
+    if current is None or current == 1.0:
+        return _torch.activation_memory_budget(None)
+    log.info(
+        "fxremat: ignoring torch._functorch.config.activation_memory_budget=%r (min-cut's own knob): min-cut "
+        "runs at 1.0 as fxremat's base plan; fxremat's budget is make_backend(memory_budget=...)", current,
+    )
+    return _torch.activation_memory_budget(1.0)
 
 
 class _Candidate(NamedTuple):

@@ -30,6 +30,7 @@ from . import _torch
 from .memory import Timeline
 from .options import Options
 from .partitioner import BudgetError, PartitionReport, last_reports
+from .profiling import output_loss
 from .solvers.frontier import FrontierPoint, frontier
 
 __all__ = ["explain", "Report", "captured_warnings"]
@@ -48,8 +49,9 @@ class Report:
         solver, memory_budget: the options the graphs were planned with.
         graphs: one :class:`~fxremat.PartitionReport` per graph the partitioner planned, in
             compilation order (several when Dynamo breaks the model into several graphs).
-        warnings: messages of the graphs that fell back to PyTorch's partitioner because
-            planning failed; such a graph has no entry in ``graphs``.
+        warnings: the warnings fxremat logged: graphs that fell back to PyTorch's partitioner
+            because planning failed (such a graph has no entry in ``graphs``), and graphs whose
+            budget no plan meets (planned with the least predicted peak instead).
         seconds: wall time of the whole compile + forward + backward.
         frontiers: per graph (same order as ``graphs``), the Pareto-optimal (peak, recompute)
             plans of its chain model (:func:`fxremat.solvers.frontier`), from recomputing nothing
@@ -75,10 +77,16 @@ class Report:
         for i, r in enumerate(self.graphs):
             lines.append("")
             lines.extend(self._graph_lines(i, r))
-        if self.warnings:
+        fallbacks = [w for w in self.warnings if "falling back" in w]
+        if fallbacks:
             lines.append("")
-            lines.append(f"warnings: {len(self.warnings)} graph(s) fell back to PyTorch's partitioner (not listed above):")
-            lines.extend(f"  {w}" for w in self.warnings)
+            lines.append(f"warnings: {len(fallbacks)} graph(s) fell back to PyTorch's partitioner (not listed above):")
+            lines.extend(f"  {w}" for w in fallbacks)
+        others = [w for w in self.warnings if "falling back" not in w]
+        if others:
+            lines.append("")
+            lines.append("warnings:")
+            lines.extend(f"  {w}" for w in others)
         lines.append("")
         lines.append(
             "Peaks are predictions, not measurements.  'whole step': fxremat's replay of both graphs, node by\n"
@@ -116,7 +124,10 @@ class Report:
                 f"  {'recompute':<18}{100 * share:.0f}% of one forward "
                 f"({_flop(r.plan.recompute_cost)} of {_flop(r.forward_cost)}){unused}"
             )
-        out.append(f"  {'budget':<18}{_budget_text(self.solver, self.memory_budget, nr)}")
+        budget = _budget_text(self.solver, self.memory_budget, _budget_bytes(r, self))
+        if r.budget_met is False:
+            budget += "; no plan meets it: least predicted peak instead"
+        out.append(f"  {'budget':<18}{budget}")
         out.append(f"  {'planning time':<18}{r.seconds:.2f} s")
         points = self._frontier(i)
         if points:
@@ -198,7 +209,6 @@ class Report:
         path = Path(path)
         fig.savefig(path, dpi=110)
         return path
-
 
     # -- json ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -292,10 +302,16 @@ def _ratio(a: int, b: int) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
-def _budget_text(solver: str, budget: int | float | None, no_recompute_peak: int) -> str:
+def _budget_bytes(r: PartitionReport, rep: Report) -> int | None:
+    """The graph's budget in bytes on the chain model (as planned; derived for older reports)."""
+    if r.budget_bytes is not None or rep.memory_budget is None:
+        return r.budget_bytes
+    return Options(rep.solver, rep.memory_budget).budget_bytes(r.chain_no_recompute_peak)
+
+
+def _budget_text(solver: str, budget: int | float | None, nbytes: int | None) -> str:
     if budget is None:
         return "none (least peak, then least recomputation)"
-    nbytes = Options(solver, budget).budget_bytes(no_recompute_peak)
     if isinstance(budget, float):
         return f"{_mib(nbytes)} ({budget:g} x the no-recomputation peak; least recomputation within it)"
     return f"{_mib(nbytes)} ({budget} bytes; least recomputation within it)"
@@ -314,8 +330,7 @@ def _timeline_json(t: Timeline | None) -> dict[str, Any] | None:
 
 
 def _graph_json(i: int, r: PartitionReport, rep: Report) -> dict[str, Any]:
-    budget = None if rep.memory_budget is None else Options(rep.solver, rep.memory_budget).budget_bytes(
-        r.chain_no_recompute_peak)
+    budget = _budget_bytes(r, rep)
     return {
         "index": i,
         "chosen": r.chosen,
@@ -329,6 +344,7 @@ def _graph_json(i: int, r: PartitionReport, rep: Report) -> dict[str, Any]:
         },
         "forward_cost": r.forward_cost,
         "budget_bytes": budget,
+        "budget_met": r.budget_met,
         "predicted_peak_bytes": {
             "chosen": r.predicted_peak_bytes,
             "fxremat": r.fxremat.peak_bytes if r.fxremat is not None else None,
@@ -384,7 +400,7 @@ def _plot_graph(ax, i: int, n: int, r: PartitionReport, rep: Report) -> None:
             fontweight="bold", arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8}, zorder=z + 2,
         )
     if rep.memory_budget is not None:
-        budget = Options(rep.solver, rep.memory_budget).budget_bytes(r.chain_no_recompute_peak) / _MIB
+        budget = _budget_bytes(r, rep) / _MIB
         ax.axhline(budget, color="tab:red", ls="--", lw=1, label=f"memory budget, on the chain model ({budget:.2f} MiB)")
         top = max(top, budget)
     ax.axvline(1.0, color="black", ls="--", lw=1.2)
@@ -455,17 +471,6 @@ def _frontiers(reports: tuple[PartitionReport, ...]) -> tuple[tuple[FrontierPoin
 
 
 # ------------------------------------------------------------------------------ explain
-def _loss(out: Any) -> torch.Tensor | None:
-    from torch.utils._pytree import tree_leaves
-
-    terms = [
-        t.float().sum()
-        for t in tree_leaves(out)
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad
-    ]
-    return sum(terms[1:], terms[0]) if terms else None
-
-
 @contextlib.contextmanager
 def captured_warnings() -> Iterator[list[str]]:
     """Collect the messages of the warnings fxremat logs inside the block (its fallbacks: a graph
@@ -512,6 +517,7 @@ def explain(
     solver: str = "linear",
     memory_budget: int | float | None = None,
     name: str | None = None,
+    strict_budget: bool = False,
 ) -> Report:
     """Compile ``model`` with fxremat, run one forward + backward, and report each graph's plan.
 
@@ -519,12 +525,14 @@ def explain(
         model: an ``nn.Module`` (or a function) whose output contains at least one floating
             tensor that requires grad; the loss is the sum of ``.float().sum()`` of those.
         example_inputs: the positional inputs of one step.
-        solver, memory_budget: as in :func:`fxremat.make_backend` (validated before compiling;
-            a bad value raises ``ValueError`` naming what is allowed).
+        solver, memory_budget, strict_budget: as in :func:`fxremat.make_backend` (validated
+            before compiling; a bad value raises ``ValueError`` naming what is allowed).
         name: the model's name in the printout and the plot (default: its class name).
 
-    Returns a :class:`Report`.  Raises :class:`fxremat.BudgetError` (unwrapped from Dynamo's
-    ``BackendCompilerFailed``) if ``memory_budget`` is below the smallest peak any plan reaches.
+    Returns a :class:`Report`.  With ``strict_budget=True``, raises :class:`fxremat.BudgetError`
+    (unwrapped from Dynamo's ``BackendCompilerFailed``) if ``memory_budget`` is below the smallest
+    peak any plan of a graph reaches; otherwise such a graph is planned with its least predicted
+    peak and the warning is in ``report.warnings``.
 
     Side effects: resets Dynamo (``torch.compiler.reset()``) before and after, so other compiled
     functions recompile on their next call; disables the FX-graph and AOTAutograd caches while it
@@ -532,8 +540,8 @@ def explain(
     """
     from .backend import make_backend
 
-    Options(solver, memory_budget)  # validate before any compile work
-    backend = make_backend(solver, memory_budget, compiler="eager")
+    Options(solver, memory_budget, strict_budget)  # validate before any compile work
+    backend = make_backend(solver, memory_budget, compiler="eager", strict_budget=strict_budget)
     if name is None:
         name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", repr(model))
     torch.compiler.reset()
@@ -546,7 +554,7 @@ def explain(
             warned = stack.enter_context(captured_warnings())
             compiled = torch.compile(model, backend=backend)
             try:
-                loss = _loss(compiled(*example_inputs))
+                loss = output_loss(compiled(*example_inputs))
                 if loss is None:
                     raise ValueError(
                         "explain needs a training step: no floating-point output of the model requires "

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 import torch
@@ -34,6 +34,7 @@ import torch._dynamo
 import torch._inductor.config as inductor_config
 import torch.nn as nn
 import torch.nn.functional as F
+from helpers import RecordingPartitioner, loss_of
 from zoo import ZOO, GPTBlock, ZooCase
 
 import fxremat
@@ -62,27 +63,6 @@ class CountingBackend:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         self.frames += 1
         return self.backend(gm, example_inputs)
-
-
-class RecordingPartitioner:
-    """Wraps a partition function and keeps every (forward, backward) pair it returns."""
-
-    def __init__(self, inner: Callable) -> None:
-        self.inner = inner
-        self.pairs: list[tuple[torch.fx.GraphModule, torch.fx.GraphModule]] = []
-
-    def __call__(self, gm, joint_inputs, **kwargs):
-        fw, bw = self.inner(gm, joint_inputs, **kwargs)
-        self.pairs.append((fw, bw))
-        return fw, bw
-
-
-def loss_of(out: Any) -> torch.Tensor:
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    terms = [o.float().sum() for o in outs
-             if isinstance(o, torch.Tensor) and o.is_floating_point() and o.requires_grad]
-    assert terms, "no floating output requires grad"
-    return sum(terms[1:], terms[0])
 
 
 def clone_inputs(inputs: tuple) -> tuple:
@@ -289,8 +269,8 @@ def test_dropout_exact(make: Callable[[], ZooCase]) -> None:
     recording = RecordingPartitioner(be.partitioner)
     be.partitioner = recording
     compare_two_steps(make, be, {"eager": (EAGER, EXACT)}, "dropout: fxremat")
-    assert recording.pairs
-    for fw, bw in recording.pairs:
+    assert recording.calls
+    for fw, bw, *_ in recording.calls:
         assert any("native_dropout" in op for op in random_ops_in(fw)), "the forward samples the masks"
         assert not random_ops_in(bw), f"the backward recomputes random ops: {random_ops_in(bw)}"
     reports = fxremat.last_reports()
@@ -298,7 +278,7 @@ def test_dropout_exact(make: Callable[[], ZooCase]) -> None:
     if make is make_dropout_gpt:  # here fxremat's own plan (with recomputation) is the one run
         assert [r.chosen for r in reports] == ["fxremat"], [r.reason for r in reports]
         assert reports[0].plan is not None and reports[0].plan.checkpoints
-        replayed = [n for _, bw in recording.pairs for n in bw.graph.nodes if "run_with_rng_state" in str(n.target)]
+        replayed = [n for call in recording.calls for n in call.bw.graph.nodes if "run_with_rng_state" in str(n.target)]
         assert replayed, "the backward recomputes no dropout: every mask was saved"
     # Not vacuous: the step depends on the seed, i.e. dropout is really active.
     case = make()

@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 import fxremat
 from fuzz_models import (HypothesisDrawer, Program, RandomDrawer, build_model, draw_program, force_fxremat_plan,
                          make_input)
+from helpers import weighted_loss
 from fxremat import _torch, make_backend
 from fxremat.backend import min_cut_backend
 from fxremat.report import captured_warnings
@@ -68,12 +69,6 @@ UNSAFE_MIN_CUT = "min-cut would "  # the partitioner's reason when min-cut's pai
 
 
 # ------------------------------------------------------------------------------- one graph
-
-
-def _loss(out: Any) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(4321)
-    outs = out if isinstance(out, tuple) else (out,)
-    return sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
 
 
 def _step(program: Program, backend: Any | None, forced: bool = False, mutate: tuple[int | str, ...] = ()):
@@ -93,7 +88,7 @@ def _step(program: Program, backend: Any | None, forced: bool = False, mutate: t
         with torch.no_grad():
             for i in mutate:
                 (x if i == "input" else (out if isinstance(out, tuple) else (out,))[i]).add_(1)
-        _loss(out).backward()
+        weighted_loss(out, dtype=None).backward()
     grads = {name: p.grad for name, p in model.named_parameters()}
     grads["input"] = x.grad
     return outs, grads, fxremat.last_reports(clear=True), warned

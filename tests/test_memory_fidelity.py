@@ -24,13 +24,14 @@ import torch
 import torch._dynamo
 import torch.fx as fx
 from torch.profiler import ProfilerActivity, profile
+from helpers import RecordingPartitioner, loss_of
 from zoo import ZOO, ZooCase
 
 import fxremat
 from fxremat import _torch
 from fxremat.backend import min_cut_backend
 from fxremat.memory import Timeline, simulate
-from fxremat.profiling import peak_of_training_step
+from fxremat.profiling import _ALLOC, _allocation_events, allocation_levels, peak_of_training_step
 
 pytestmark = pytest.mark.usefixtures("fresh_compile")
 
@@ -53,13 +54,6 @@ OP_BOUNDARY_GAPS: dict[str, str] = {}
 def _params(gaps: dict[str, str]) -> list:
     return [pytest.param(n, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=gaps[n])) if n in gaps else n
             for n in ZOO]
-
-
-def loss_of(out: Any) -> torch.Tensor:
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    terms = [o.float().sum() for o in outs
-             if isinstance(o, torch.Tensor) and o.is_floating_point() and o.requires_grad]
-    return sum(terms[1:], terms[0])
 
 
 def compiled_and_warm(case: ZooCase) -> tuple[torch.nn.Module, fxremat.PartitionReport]:
@@ -88,15 +82,14 @@ def test_predicted_peak_within_10_percent(name: str) -> None:
         f"off by {(predicted - measured) / measured:+.1%}")
 
 
-_ALLOC = torch._C._profiler._EventType.Allocation
 _COMPILED = ("CompiledFunction", "CompiledFunctionBackward")  # AOTAutograd's autograd.Function
 
 
 def op_boundary_peak(model: torch.nn.Module, inputs: tuple) -> tuple[int, int]:
     """(peak at the ends of the compiled graphs' ops, overall peak) of one training step, in bytes
-    above the level at its start; CPU allocator events from torch.profiler as in
-    :func:`fxremat.profiling.measure_peak`.  The output is held through the backward, as
-    ``peak_of_training_step`` holds it."""
+    above the level at its start: the allocator levels of :func:`fxremat.profiling.measure_peak`
+    (``allocation_levels``), read at the end time of every op the profiler saw under AOTAutograd's
+    Function.  The output is held through the backward, as ``peak_of_training_step`` holds it."""
     model.zero_grad(set_to_none=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         sentinel = torch.empty(1, dtype=torch.uint8)
@@ -104,32 +97,17 @@ def op_boundary_peak(model: torch.nn.Module, inputs: tuple) -> tuple[int, int]:
         out = model(*inputs)
         loss_of(out).backward()
         del sentinel
-    events, op_ends = [], []
+    times, levels, _ = allocation_levels(_allocation_events(prof), sentinel_ptr)
+    op_ends = []
     stack = [(node, None) for node in prof.profiler.kineto_results.experimental_event_tree()]
     while stack:
         node, parent = stack.pop()
         if node.tag == _ALLOC:
-            x = node.extra_fields
-            if x.device.type == "cpu":
-                events.append((node.start_time_ns, x.alloc_size, x.total_allocated, x.ptr))
             continue
         if parent in _COMPILED:
             op_ends.append(node.end_time_ns)
         stack.extend((child, node.name) for child in node.children)
     assert op_ends, f"no op under {_COMPILED} in the profile: did torch rename AOTAutograd's Function?"
-    events.sort()
-    start = next(i for i, e in enumerate(events) if e[3] == sentinel_ptr and e[1] == 1)
-    baseline = events[start][2]
-    times, levels, live, correction = [], [], set(), 0
-    for t, size, total, ptr in events[start + 1:]:
-        if size > 0:
-            live.add(ptr)
-        elif ptr in live:
-            live.discard(ptr)
-        else:
-            correction -= size  # a block allocated before the step: its free must not count
-        times.append(t)
-        levels.append(total + correction - baseline)
     at_op_ends = [levels[i] for i in (bisect.bisect_right(times, t) - 1 for t in op_ends) if i >= 0]
     return max(at_op_ends), max(levels)
 
@@ -197,17 +175,6 @@ def check_never_freed_early(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outp
         assert alive >= counted(need), (node.name, alive, counted(need))
 
 
-class RecordingPartitioner:
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.pairs: list[tuple[fx.GraphModule, fx.GraphModule, int]] = []
-
-    def __call__(self, gm, joint_inputs, **kwargs):
-        fw, bw = self.inner(gm, joint_inputs, **kwargs)
-        self.pairs.append((fw, bw, kwargs["num_fwd_outputs"]))
-        return fw, bw
-
-
 INVARIANT_MODELS = ["mlp", "resnet_bn", "transformer", "multi_output", "inplace_input", "unet", "densenet"]
 
 
@@ -218,8 +185,8 @@ def test_simulate_never_frees_before_last_use(name: str, partitioner: str) -> No
     be.partitioner = recording = RecordingPartitioner(be.partitioner)
     case = ZOO[name]()
     torch.compile(case.model, backend=be)(*case.inputs)  # partitioning happens at forward compile
-    assert len(recording.pairs) == 1
-    fw, bw, num_fwd_outputs = recording.pairs[0]
+    assert len(recording.calls) == 1
+    fw, bw, num_fwd_outputs, _ = recording.calls[0]
     tl = simulate(fw, bw, num_fwd_outputs)
     check_never_freed_early(fw, bw, num_fwd_outputs, tl)
     if partitioner == "fxremat":  # the report describes the pair actually returned

@@ -18,6 +18,7 @@ from fxremat.options import Options
         (dict(memory_budget=0.0), r"got 0.0"),
         (dict(memory_budget="1GB"), r"got '1GB'"),
         (dict(memory_budget=True), r"got True"),
+        (dict(memory_budget=0.5, strict_budget="yes"), r"strict_budget must be True or False; got 'yes'"),
         (dict(compiler="tvm"), r"unknown compiler 'tvm'; expected one of \['inductor', 'eager'\]"),
     ],
 )
@@ -28,16 +29,18 @@ def test_make_backend_rejects_bad_options(kwargs, message):
 
 def test_options_are_frozen_and_keyed():
     a, b = Options(memory_budget=0.5), Options(memory_budget=1 << 20)
-    assert a.cache_key() != b.cache_key()
-    assert fxremat.FxrematPartitioner(a).uuid() != fxremat.FxrematPartitioner(b).uuid()
+    c = Options(memory_budget=0.5, strict_budget=True)
+    assert len({a.cache_key(), b.cache_key(), c.cache_key()}) == 3
+    assert len({fxremat.FxrematPartitioner(o).uuid() for o in (a, b, c)}) == 3
     with pytest.raises(Exception):
         a.solver = "dp"
 
 
-def test_infeasible_budget_names_the_smallest_feasible_peak():
+def test_infeasible_strict_budget_names_the_smallest_feasible_peak():
     torch._dynamo.reset()
     model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh()) for _ in range(6)])
-    compiled = torch.compile(model, backend=fxremat.make_backend(memory_budget=1, compiler="eager"))
+    backend = fxremat.make_backend(memory_budget=1, compiler="eager", strict_budget=True)
+    compiled = torch.compile(model, backend=backend)
     with _torch.caches_disabled():
         with pytest.raises(Exception) as info:
             compiled(torch.randn(256, 64)).sum().backward()

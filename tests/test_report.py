@@ -113,7 +113,7 @@ def test_plot_without_matplotlib_says_how_to_install(report, tmp_path, monkeypat
 def test_explain_unwraps_budget_error():
     case = ZOO["mlp"]()
     with pytest.raises(fxremat.BudgetError, match=r"memory_budget=1: .*infeasible.*smallest peak"):
-        fxremat.explain(case.model, *case.inputs, memory_budget=1)
+        fxremat.explain(case.model, *case.inputs, memory_budget=1, strict_budget=True)
     with pytest.raises(ValueError, match="unknown solver 'foo'"):
         fxremat.explain(case.model, *case.inputs, solver="foo")
 
@@ -175,7 +175,8 @@ def test_cli_factory_from_a_file(tmp_path, capsys):
         (["explain", "no_such_module_xyz:make"], "no module named 'no_such_module_xyz'"),
         (["explain", "fxremat.demo:nope"], "has no callable 'nope'"),
         (["explain", "--json", "/no/such/dir/r.json"], "does not exist"),
-        (["explain", "--memory-budget", "1"], "memory_budget=1: budget_bytes=1 is infeasible: the smallest peak"),
+        (["explain", "--memory-budget", "1", "--strict-budget"],
+         "memory_budget=1: budget_bytes=1 is infeasible: the smallest peak"),
     ],
 )
 def test_cli_bad_options(argv, message, monkeypatch, capsys):

@@ -232,12 +232,10 @@ if __name__ == "__main__":
     import time
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from fxremat.profiling import peak_of_training_step
+    from fxremat.profiling import output_loss, peak_of_training_step
 
     def _step(case: ZooCase) -> None:
-        out = case.model(*case.inputs)
-        outs = out if isinstance(out, tuple) else (out,)
-        sum(o.float().sum() for o in outs if o.requires_grad).backward()
+        output_loss(case.model(*case.inputs)).backward()
 
     print(f"{'case':<14}{'params':>9}{'fwd+bwd s':>11}{'eager peak':>14}")
     for name, factory in ZOO.items():
