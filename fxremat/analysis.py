@@ -72,6 +72,8 @@ class JointGraph:
     facts: Mapping[fx.Node, NodeFacts]
     storage_bytes: Mapping[object, int]  # every storage key -> its size in bytes
     storage_owner: Mapping[object, fx.Node]  # the first tensor-valued node that allocates it
+    # pointwise values Inductor computes inside their readers' kernels (empty without Inductor)
+    fused: frozenset[fx.Node] = frozenset()
 
 
 def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
@@ -144,8 +146,10 @@ def analyze(
     *,
     num_fwd_outputs: int,
     static_lifetime_input_indices: list[int] | None = None,
+    inductor: bool = False,
 ) -> JointGraph:
-    """Compute the :class:`JointGraph` record of ``joint`` (``joint`` itself is left untouched)."""
+    """Compute the :class:`JointGraph` record of ``joint`` (``joint`` itself is left untouched).
+    ``inductor``: the graphs go to Inductor, so pointwise values it fuses are never materialized."""
     graph = joint.graph
     info = _torch.classify_nodes(joint, static_lifetime_input_indices or [], num_fwd_outputs)
     primals = tuple(n for n in graph.nodes if _torch.is_primal(n))
@@ -192,6 +196,7 @@ def analyze(
         n for n, f in facts.items()
         if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(k in visible for k in f.storages)
     )
+    fused = _fused_by_inductor(graph, facts) if inductor else frozenset()
     return JointGraph(
         module=joint,
         num_fwd_outputs=num_fwd_outputs,
@@ -206,4 +211,37 @@ def analyze(
         facts=MappingProxyType(facts),
         storage_bytes=MappingProxyType(storage_bytes),
         storage_owner=MappingProxyType(storage_owner),
+        fused=fused,
     )
+
+
+def _fused_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts]) -> frozenset[fx.Node]:
+    """Pointwise values whose every reader (looking through views) is pointwise or a reduction, and
+    which are no graph output: Inductor computes them inside their readers' kernels and never
+    allocates them (log-softmax's ``x - max`` and ``exp``, GELU's inner terms)."""
+    outputs = set(graph.find_nodes(op="output")[0].all_input_nodes)
+
+    def kind(node: fx.Node) -> str:
+        tags = getattr(node.target, "tags", ()) if node.op == "call_function" else ()
+        if torch.Tag.pointwise in tags:
+            return "pointwise"
+        if getattr(torch.Tag, "reduction", None) in tags:
+            return "reduction"
+        if node.target is not operator.getitem and facts[node].storages and set(facts[node].storages) <= {
+                k for a in node.all_input_nodes for k in facts[a].storages}:
+            return "view"
+        return "other"
+
+    def readers_fusible(node: fx.Node) -> bool:
+        for user in node.users:
+            if user in outputs:
+                return False
+            k = kind(user)
+            if k == "view":
+                if not readers_fusible(user):
+                    return False
+            elif k == "other":
+                return False
+        return True
+
+    return frozenset(n for n in graph.nodes if n not in outputs and kind(n) == "pointwise" and readers_fusible(n))

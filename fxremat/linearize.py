@@ -118,8 +118,12 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
             saved[storage_stage[key] - 1] += jg.storage_bytes[key]
             if key in always_keys:
                 fixed[storage_stage[key] - 1] += jg.storage_bytes[key]
+    # The largest storage besides the stage's output (whose gradient is counted as output_bytes),
+    # among those that are allocated at all (not fused by Inductor into their readers' kernels).
+    stage_output = {crossing_key[k] for k in boundaries}
     for key, st in storage_stage.items():
-        largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
+        if key not in stage_output and jg.storage_owner.get(key) not in jg.fused:
+            largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
     for node in forward:
         cost[stage_of[node] - 1] += facts[node].cost
 

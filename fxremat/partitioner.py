@@ -45,6 +45,7 @@ from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
+from .solvers.dominant import spare_dominant
 
 __all__ = ["partition", "PartitionReport", "BudgetError", "last_reports"]
 
@@ -83,6 +84,7 @@ class PartitionReport:
     seconds: float
     budget_bytes: int | None = None  # this graph's budget on the chain model (None: no budget)
     budget_met: bool | None = None  # False: no plan meets it and the least-peak plan ran (None: no budget)
+    chain: Chain | None = None  # the chain model the solver and the budget work on (its frontier: fxremat.report)
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -133,7 +135,8 @@ def partition(
     unsafe: list[str] | None = None  # None: not known (analysis failed)
     try:
         _torch.check_supported()
-        jg = analyze(joint_module, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices)
+        jg = analyze(joint_module, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
+                     inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs), unsafe)
         report = replace(report, seconds=time.perf_counter() - start)
@@ -186,11 +189,16 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             done[key] = _candidate(jg, lin_, plan, base_tensors, sym)
         return done[key]
 
+    def least_peak_plan(chain: Chain) -> Plan:
+        # Least peak, then the least level of the stages that do not force it (a loss head must
+        # not let every layer segment rise to its level), then least recomputation.
+        return solve(chain) if options.solver == "chen" else spare_dominant(chain, solve)
+
     def least_peak() -> list[_Candidate]:
-        out = [evaluate(lin, solve(lin.chain))]
+        out = [evaluate(lin, least_peak_plan(lin.chain))]
         if always:
             lin_last = linearize(jg, base_tensors)
-            out.append(evaluate(lin_last, solve(lin_last.chain)))
+            out.append(evaluate(lin_last, least_peak_plan(lin_last.chain)))
         return out
 
     met: bool | None = None
@@ -221,7 +229,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         chosen, reason = "min-cut", "min-cut's predicted peak is not higher"
     report = PartitionReport(
         chosen, reason, chain.n, plan, chain.no_recompute_peak(), timeline, mc_timeline,
-        tuple(n.name for n in saved), sum(chain.forward_cost), 0.0, budget, met,
+        tuple(n.name for n in saved), sum(chain.forward_cost), 0.0, budget, met, chain,
     )
     if met is False:  # planned: nothing after this can fall back, so this is the graph's one warning
         log.warning(
