@@ -192,16 +192,8 @@ class Report:
         default point and fxremat's chosen plan are marked on the whole-step ruler (the replay of
         both graphs), which also counts what the chain model does not.  Needs matplotlib.
         """
-        try:
-            from matplotlib.figure import Figure
-        except ImportError as exc:
-            raise RuntimeError(f"Report.plot_frontier needs matplotlib, which is not installed: {_PLOT_HELP}") from exc
-        if not self.graphs:
-            raise ValueError("nothing to plot: no graph was planned" + (
-                f" ({len(self.warnings)} fell back to PyTorch's partitioner)" if self.warnings else ""))
+        fig, axes = self._figure("Report.plot_frontier", 9, 4.6)
         n = len(self.graphs)
-        fig = Figure(figsize=(9, 4.6 * n + 0.8), layout="constrained")
-        axes = fig.subplots(n, 1, squeeze=False)[:, 0]
         for i, (ax, r) in enumerate(zip(axes, self.graphs)):
             _plot_frontier(ax, i, n, r, self._frontier(i))
         title = "fxremat: least predicted peak for each amount of recomputation"
@@ -209,6 +201,19 @@ class Report:
         path = Path(path)
         fig.savefig(path, dpi=110)
         return path
+
+    def _figure(self, what: str, width: float, height_per_graph: float):
+        """A matplotlib figure with one panel per graph (clear errors without matplotlib or graphs)."""
+        try:
+            from matplotlib.figure import Figure
+        except ImportError as exc:
+            raise RuntimeError(f"{what} needs matplotlib, which is not installed: {_PLOT_HELP}") from exc
+        if not self.graphs:
+            raise ValueError("nothing to plot: no graph was planned" + (
+                f" ({len(self.warnings)} fell back to PyTorch's partitioner)" if self.warnings else ""))
+        n = len(self.graphs)
+        fig = Figure(figsize=(width, height_per_graph * n + 0.8), layout="constrained")
+        return fig, fig.subplots(n, 1, squeeze=False)[:, 0]
 
     # -- json ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -231,16 +236,8 @@ class Report:
         position within each phase: the forward spans [0, 1], the backward [1, 2], and the
         forward/backward boundary is the dashed line at x = 1 for both.  Needs matplotlib.
         """
-        try:
-            from matplotlib.figure import Figure
-        except ImportError as exc:
-            raise RuntimeError(f"Report.plot needs matplotlib, which is not installed: {_PLOT_HELP}") from exc
-        if not self.graphs:
-            raise ValueError("nothing to plot: no graph was planned" + (
-                f" ({len(self.warnings)} fell back to PyTorch's partitioner)" if self.warnings else ""))
+        fig, axes = self._figure("Report.plot", 11, 4.2)
         n = len(self.graphs)
-        fig = Figure(figsize=(11, 4.2 * n + 0.8), layout="constrained")
-        axes = fig.subplots(n, 1, squeeze=False)[:, 0]
         for i, (ax, r) in enumerate(zip(axes, self.graphs)):
             _plot_graph(ax, i, n, r, self)
         title = "fxremat vs PyTorch's min-cut: predicted memory over one training step"
