@@ -18,11 +18,14 @@ reads it directly: :func:`~fxremat.saved.close_over_bans` drops caller-visible v
 Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
 well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  Storages that
-every plan saves (values banned from recomputation, e.g. dropout masks) are moved from
+every plan saves (values banned from recomputation, and *long-lived* storages read across many
+layers, such as a padding mask, see :func:`_long_lived`) are moved from
 ``saved_bytes`` into the ``transient_bytes`` of their own and every later stage, so that the
 chain's peak counts them in every segment's backward, not only in the last segment.  A storage that
 crosses several boundaries is pinned or is the crossing storage of a single deduplicated
-boundary, so it never appears twice in one chain.
+boundary, so it never appears twice in one chain.  Each stage's transient also holds the
+gradients of every later stage (:func:`fold_gradients`) and its largest storage besides its
+output that is allocated at all (not fused by Inductor into its readers, ``JointGraph.fused``).
 """
 
 from __future__ import annotations
@@ -65,8 +68,8 @@ class Linearization:
 
 def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = ()) -> Linearization:
     """Cut ``jg``'s forward into a chain.  ``base_saved``: the base plan's saved values (what the
-    last segment keeps); ``always_saved``: values every plan saves (never recomputed: random
-    outputs, values past caller-visible tensors), which the chain counts in every segment."""
+    last segment keeps); ``always_saved``: values every plan saves (never recomputed: outputs
+    of banned ops, values past caller-visible tensors), which the chain counts in every segment."""
     base_saved, always_saved = list(base_saved), list(always_saved)
     forward = jg.forward
     pos = {node: k for k, node in enumerate(forward)}

@@ -22,8 +22,9 @@ Invariants:
   plans are candidates) with one warning, unless ``strict_budget``;
 * PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
   ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
-* a node banned from recomputation (random, effectful, mutating, reading a mutated input,
-  MUST_SAVE) is never recomputed: its value is saved instead.
+* a node banned from recomputation (effectful, mutating, reading a mutated input, MUST_SAVE;
+  random only where torch cannot replay its RNG state) is never recomputed: its value is saved
+  instead; a random op the backward recomputes replays the forward's RNG state (``_torch.replay_rng``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Invariants, after :func:`close_over_bans`:
 
-* the backward recomputes no forward node with a recompute ban (random, effectful, mutating,
-  reading a mutated input, MUST_SAVE): every such value it needs is saved instead;
+* the backward recomputes no forward node with a recompute ban (effectful, mutating, reading a
+  mutated input, MUST_SAVE, random where the RNG state cannot be replayed): every such value it needs is saved instead;
 * fxremat keeps a reference to a *caller-visible* tensor (one living in the storage of a user
   input or of a returned output) only where eager autograd keeps one too: where a backward node
   of the joint graph reads it directly (the others are ``JointGraph.caller_visible``).  The caller may edit such a tensor between forward and
