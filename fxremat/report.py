@@ -308,7 +308,7 @@ def _budget_bytes(r: PartitionReport, rep: Report) -> int | None:
 
 def _budget_text(solver: str, budget: int | float | None, nbytes: int | None) -> str:
     if budget is None:
-        return "none (least peak, then least recomputation)"
+        return "none (least peak, then the lowest level for the stages that do not force it, then least recomputation)"
     if isinstance(budget, float):
         return f"{_mib(nbytes)} ({budget:g} x the no-recomputation peak; least recomputation within it)"
     return f"{_mib(nbytes)} ({budget} bytes; least recomputation within it)"
