@@ -117,6 +117,21 @@ def can_replay_rng() -> bool:
     return _functionalize_rng_ops is not None and _CheckpointPolicy is not None
 
 
+_INDEXING = ("gather", "index", "embedding")  # Inductor lowers these to indirect loads in a pointwise kernel
+
+
+def inductor_pointwise(node: fx.Node) -> bool:
+    """Whether Inductor computes ``node`` as a pointwise kernel it can fuse: ops tagged pointwise,
+    and gathers/indexing/embedding lookups (indirect loads)."""
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if torch.Tag.pointwise in getattr(target, "tags", ()):
+        return True
+    packet = getattr(target, "overloadpacket", None)
+    return packet is not None and packet.__name__ in _INDEXING and getattr(target, "_overloadname", "") in ("default", "Tensor")
+
+
 def is_random(node: fx.Node) -> bool:
     target = node.target
     return node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())

@@ -74,6 +74,11 @@ class JointGraph:
     storage_owner: Mapping[object, fx.Node]  # the first tensor-valued node that allocates it
     # pointwise values Inductor computes inside their readers' kernels (empty without Inductor)
     fused: frozenset[fx.Node] = frozenset()
+    # forward values whose backward readers are all pointwise or reductions: the last of those
+    # kernels can write a same-size result into their buffer (Inductor's in-place reuse; empty
+    # without Inductor)
+    reusable: frozenset[fx.Node] = frozenset()
+    inductor: bool = False  # the graphs go to Inductor (its fusion and buffer reuse shape the memory)
 
 
 def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
@@ -197,6 +202,7 @@ def analyze(
         if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(k in visible for k in f.storages)
     )
     fused = _fused_by_inductor(graph, facts) if inductor else frozenset()
+    reusable = _reusable_by_inductor(graph, facts, forward) if inductor else frozenset()
     return JointGraph(
         module=joint,
         num_fwd_outputs=num_fwd_outputs,
@@ -212,7 +218,40 @@ def analyze(
         storage_bytes=MappingProxyType(storage_bytes),
         storage_owner=MappingProxyType(storage_owner),
         fused=fused,
+        reusable=reusable,
+        inductor=inductor,
     )
+
+
+def _kind(node: fx.Node, facts: Mapping[fx.Node, NodeFacts]) -> str:
+    """How Inductor treats ``node``: "pointwise", "reduction", "view" (no storage of its own) or "other"."""
+    tags = getattr(node.target, "tags", ()) if node.op == "call_function" else ()
+    if _torch.inductor_pointwise(node):
+        return "pointwise"
+    if getattr(torch.Tag, "reduction", None) in tags:
+        return "reduction"
+    if node.op == "call_function" and node.target is not operator.getitem and facts[node].storages and set(
+            facts[node].storages) <= {k for a in node.all_input_nodes for k in facts[a].storages}:
+        return "view"
+    return "other"
+
+
+def _readers_fusible(node: fx.Node, facts: Mapping[fx.Node, NodeFacts], outputs: set[fx.Node],
+                     among: set[fx.Node] | None = None) -> bool:
+    """Every reader of ``node`` (looking through views; only readers in ``among`` if given) is a
+    pointwise op or a reduction, and none is a graph output."""
+    for user in node.users:
+        if among is not None and user not in among:
+            continue
+        if user in outputs:
+            return False
+        k = _kind(user, facts)
+        if k == "view":
+            if not _readers_fusible(user, facts, outputs, among):
+                return False
+        elif k == "other":
+            return False
+    return True
 
 
 def _fused_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts]) -> frozenset[fx.Node]:
@@ -220,28 +259,15 @@ def _fused_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts]) -> f
     which are no graph output: Inductor computes them inside their readers' kernels and never
     allocates them (log-softmax's ``x - max`` and ``exp``, GELU's inner terms)."""
     outputs = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    return frozenset(n for n in graph.nodes
+                     if n not in outputs and _kind(n, facts) == "pointwise" and _readers_fusible(n, facts, outputs))
 
-    def kind(node: fx.Node) -> str:
-        tags = getattr(node.target, "tags", ()) if node.op == "call_function" else ()
-        if torch.Tag.pointwise in tags:
-            return "pointwise"
-        if getattr(torch.Tag, "reduction", None) in tags:
-            return "reduction"
-        if node.target is not operator.getitem and facts[node].storages and set(facts[node].storages) <= {
-                k for a in node.all_input_nodes for k in facts[a].storages}:
-            return "view"
-        return "other"
 
-    def readers_fusible(node: fx.Node) -> bool:
-        for user in node.users:
-            if user in outputs:
-                return False
-            k = kind(user)
-            if k == "view":
-                if not readers_fusible(user):
-                    return False
-            elif k == "other":
-                return False
-        return True
-
-    return frozenset(n for n in graph.nodes if n not in outputs and kind(n) == "pointwise" and readers_fusible(n))
+def _reusable_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts], forward: list[fx.Node]) -> frozenset[fx.Node]:
+    """Forward values that the backward reads only in pointwise ops and reductions: the kernel
+    that reads one last can write its result in place into the value's buffer when sizes match
+    (the loss gradient into the saved logits)."""
+    outputs = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    backward = {n for n, f in facts.items() if f.role is Role.BACKWARD}
+    return frozenset(n for n in forward if any(u in backward for u in n.users)
+                     and _readers_fusible(n, facts, outputs, among=backward | {u for u in n.users if _kind(u, facts) == "view"}))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch.fx as fx
 
@@ -51,13 +51,15 @@ class Linearization:
     boundaries: tuple[int, ...]  # forward position after which boundary i (1..n-1) lies
     stage_of: dict[fx.Node, int]  # forward node -> its stage (1..n)
     crossing: tuple[tuple[fx.Node, ...], ...]  # per boundary 1..n-1 (index i-1): values to save
+    long_lived: tuple[fx.Node, ...] = ()  # values every plan of this chain saves (counted as fixed)
 
     def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
-        """The values to save for a plan: the checkpoints' crossing values, and the base plan's
-        saved values in the last segment, or outside every stage (inputs, parameters)."""
+        """The values to save for a plan: the long-lived values, the checkpoints' crossing values,
+        and the base plan's saved values in the last segment, or outside every stage (inputs,
+        parameters)."""
         cps = sorted(checkpoints)
         last_start = cps[-1] + 1 if cps else 1
-        out: dict[fx.Node, None] = {}
+        out: dict[fx.Node, None] = dict.fromkeys(self.long_lived)
         for c in cps:
             out.update(dict.fromkeys(self.crossing[c - 1]))
         for node in base_saved:
@@ -66,10 +68,13 @@ class Linearization:
         return list(out)
 
 
-def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = ()) -> Linearization:
+def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = (),
+              score: Callable[[Chain], float] | None = None) -> Linearization:
     """Cut ``jg``'s forward into a chain.  ``base_saved``: the base plan's saved values (what the
     last segment keeps); ``always_saved``: values every plan saves (never recomputed: outputs
-    of banned ops, values past caller-visible tensors), which the chain counts in every segment."""
+    of banned ops, values past caller-visible tensors), which the chain counts in every segment.
+    ``score`` (lower is better, e.g. the chain's least peak) chooses the long-lived storages
+    (:func:`_long_lived`); without it, the choice that gives the most boundaries is taken."""
     base_saved, always_saved = list(base_saved), list(always_saved)
     forward = jg.forward
     pos = {node: k for k, node in enumerate(forward)}
@@ -91,10 +96,22 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
 
     pinned = _pinned(jg, born)
     tracked = [key for key in born if key not in pinned]
-    long_lived = _long_lived(tracked, born, last_use, readers, len(forward))
+    options = _long_lived(tracked, born, last_use, readers, len(forward))
+    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived)  # noqa: E731
+    if score is None or len(options) == 1:
+        return build(options[-1])
+    # Each choice is a consistent model (its long-lived storages are saved by every plan of it):
+    # the one the solver can bring lowest wins; ties keep fewer long-lived storages.
+    return min((build(o) for o in options), key=lambda lin: score(lin.chain))
+
+
+def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node], born: dict[object, int],
+           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object]) -> Linearization:
+    """The chain whose boundaries are those of ``tracked`` minus ``long_lived`` storages."""
+    forward, facts = jg.forward, jg.facts
     tracked = [key for key in tracked if key not in long_lived]
     boundaries, crossing_key = _boundaries(tracked, born, last_use, len(forward))
-    pinned |= long_lived
+    pinned = pinned | long_lived
 
     n = len(boundaries) + 1
     stage_of: dict[fx.Node, int] = {}
@@ -115,12 +132,15 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     counted: set[object] = set()
     always_keys = {key for node in always_saved for key in facts[node].storages} | long_lived
     base_keys = [key for node in (*base_saved, *always_saved) for key in facts[node].storages]
+    reusable: list[set[int]] = [set() for _ in range(n)]  # sizes of saved buffers a gradient can take over
     for key in (*base_keys, *long_lived):
         if key in storage_stage and (key not in pinned or key in long_lived) and key not in counted:
             counted.add(key)
             saved[storage_stage[key] - 1] += jg.storage_bytes[key]
             if key in always_keys:
                 fixed[storage_stage[key] - 1] += jg.storage_bytes[key]
+            elif jg.storage_owner.get(key) in jg.reusable:
+                reusable[storage_stage[key] - 1].add(jg.storage_bytes[key])
     # The largest storage besides the stage's output (whose gradient is counted as output_bytes),
     # among those that are allocated at all (not fused by Inductor into their readers' kernels).
     stage_output = {crossing_key[k] for k in boundaries}
@@ -132,7 +152,8 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
 
     # A crossing storage that every plan saves anyway costs a checkpoint nothing more.
     output = [0] + [0 if crossing_key[k] in always_keys else jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]
-    transient = [output[i + 1] + largest[i] for i in range(n)]
+    gradient = [_incoming_gradient(jg, crossing_key[k], output[i + 1], reusable[i]) for i, k in enumerate(boundaries)] + [0]
+    transient = [gradient[i] + largest[i] for i in range(n)]
     saved, transient = fold_always_saved(saved, transient, fixed)
     transient = fold_gradients(transient, _gradient_bytes(jg, stage_of))
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
@@ -141,7 +162,18 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
             for i in range(bisect.bisect_left(boundaries, k0), bisect.bisect_left(boundaries, last_use[key])):
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
-    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)))
+    kept = tuple(jg.storage_owner[key] for key in long_lived if key in jg.storage_owner)
+    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept)
+
+
+def _incoming_gradient(jg: JointGraph, key: object, nbytes: int, reusable: set[int]) -> int:
+    """Bytes the gradient of a stage's output adds while the stage's backward runs: none under
+    Inductor if the output is fused into its readers (its gradient is fused too) or if the stage
+    saves a buffer of the same size that only pointwise backward kernels read (the gradient is
+    written into it in place, as the loss gradient into the saved logits)."""
+    if jg.storage_owner.get(key) in jg.fused or nbytes in reusable:
+        return 0
+    return nbytes
 
 
 def fold_always_saved(saved: list[int], transient: list[int], fixed: list[int]) -> tuple[list[int], list[int]]:
@@ -232,23 +264,26 @@ LONG_LIVED_READERS = 3
 
 
 def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
-                readers: dict[object, list[int]], length: int) -> set[object]:
+                readers: dict[object, list[int]], length: int) -> list[set[object]]:
     """Storages read across many layers (an attention mask, rotary tables, an encoder's output
     read by every decoder layer) cross every boundary of the layers they span, so no boundary
     there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
-    counting it once as always saved frees those boundaries.  The ``k`` longest-lived storages
-    are taken, with ``k`` (0..16) the one that gives the most stage boundaries such that each
-    taken storage is read in at least 3 of the resulting stages (a residual block's skip is
-    read in 2: taking it would only split the block and keep every block input)."""
+    saving it always (and counting it once, as fixed bytes) frees those boundaries.  The
+    candidates are the ``k`` longest-lived storages (k = 0..16) such that each taken storage is
+    read in at least 3 of the resulting stages; returned from k = 0 to the ``k`` that gives the
+    most boundaries (the last).  Taking a storage that spans one sublayer (a residual stream
+    value) also passes that test, but it pins a value the plan would rather checkpoint or
+    recompute, so the caller compares the options on the chain they give."""
     longest = sorted((key for key in tracked if last_use[key] > born[key]), key=lambda k: born[k] - last_use[k])
-    best, best_count = 0, len(_boundaries(tracked, born, last_use, length)[0])
+    options, best_count = [set()], len(_boundaries(tracked, born, last_use, length)[0])
     for k in range(1, min(LONG_LIVED_TRIES, len(longest)) + 1):
         drop = set(longest[:k])
         bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
         spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS for key in drop)
         if spread and len(bounds) > best_count:
-            best, best_count = k, len(bounds)
-    return set(longest[:best])
+            options.append(drop)
+            best_count = len(bounds)
+    return options
 
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:

@@ -12,6 +12,12 @@ before its last use.  What survives each phase:
   of mutated inputs are copied into the inputs and dropped at the hand-over;
 * tangents are allocated when the backward starts; gradients (backward outputs) live to the end.
 
+With ``inductor=True`` the replay follows what Inductor allocates instead of FX's one buffer per
+node: a pointwise value whose every reader is pointwise or a reduction (and which no graph returns)
+is computed inside its readers' kernels, so it is never allocated and keeps its inputs alive as a
+view would; and a pointwise result takes over the buffer of a same-size input that dies at it
+(Inductor's in-place reuse; saved tensors die in the backward and are donated the same way).
+
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
 backward and batch norm's backward, whose CPU kernels reorder their operands; measured on torch
@@ -21,7 +27,9 @@ the same ruler.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from typing import Iterable
 
 import torch
 import torch.fx as fx
@@ -80,11 +88,40 @@ def _storages(node: fx.Node) -> list[tuple[object, int]]:
     return [(_torch.storage_key(t), _torch.storage_nbytes(t)) for t in _torch.tensors_in(node.meta.get("val"))]
 
 
+_is_pointwise = _torch.inductor_pointwise
+
+
+def _fused(graph: fx.Graph) -> set[fx.Node]:
+    """Pointwise values Inductor computes inside their readers' kernels: every reader (through
+    views) is pointwise or a reduction, and the graph does not return them."""
+    returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    reduction = getattr(torch.Tag, "reduction", None)
+
+    def is_view(node: fx.Node) -> bool:
+        own = {key for key, _ in _storages(node)}
+        return (node.op == "call_function" and node.target is not operator.getitem and bool(own)
+                and own <= {key for a in node.all_input_nodes for key, _ in _storages(a)})
+
+    def readers_fusible(node: fx.Node) -> bool:
+        for user in node.users:
+            if user in returned or user.op != "call_function":
+                return False
+            if _is_pointwise(user) or reduction in getattr(user.target, "tags", ()):
+                continue
+            if not (is_view(user) and readers_fusible(user)):
+                return False
+        return True
+
+    return {n for n in graph.nodes if n not in returned and _is_pointwise(n) and readers_fusible(n)}
+
+
 class _Replay:
     """Reference counts of storages by live node; a storage is freed when its count drops to 0."""
 
-    def __init__(self, external: set):
+    def __init__(self, external: set, inductor: bool = False):
         self.external = external  # storages owned by the caller: never counted
+        self.inductor = inductor
+        self.keys: dict[fx.Node, list[tuple[object, int]]] = {}  # a fused node: its inputs' storages
         self.refs: dict[object, int] = {}
         self.size: dict[object, int] = {}
         self.alive = 0
@@ -92,8 +129,11 @@ class _Replay:
         self.trace: list[int] = []
         self.scratch: list[int] = []
 
+    def storages(self, node: fx.Node) -> list[tuple[object, int]]:
+        return self.keys[node] if node in self.keys else _storages(node)
+
     def hold(self, node: fx.Node) -> None:
-        for key, nbytes in _storages(node):
+        for key, nbytes in self.storages(node):
             if key in self.external:
                 continue
             if self.refs.get(key, 0) == 0:
@@ -102,12 +142,29 @@ class _Replay:
             self.refs[key] = self.refs.get(key, 0) + 1
 
     def release(self, node: fx.Node) -> None:
-        for key, _ in _storages(node):
+        for key, _ in self.storages(node):
             if key in self.external:
                 continue
             self.refs[key] -= 1
             if self.refs[key] == 0:
                 self.alive -= self.size[key]
+
+    def reuse_dying_input(self, node: fx.Node, dying: Iterable[fx.Node], returned: set[str]) -> None:
+        """Inductor's in-place reuse: ``node``'s new buffer takes over a same-size buffer that
+        ``node`` reads and that dies right after it (its bytes are then counted once)."""
+        own = _storages(node)
+        if len(own) != 1 or own[0][0] in self.external:
+            return
+        dying_refs: dict[object, int] = {}
+        for value in dying:
+            if value.name not in returned:
+                for key, _ in self.storages(value):
+                    dying_refs[key] = dying_refs.get(key, 0) + 1
+        for key, count in dying_refs.items():
+            if key != own[0][0] and key not in self.external and self.size.get(key) == own[0][1] and self.refs.get(key) == count:
+                self.alive -= self.size[key]
+                self.size[key] = 0  # freed when its last reader goes, already counted as node's
+                return
 
     def run(self, graph: fx.Graph, held_from_before: dict[str, fx.Node]) -> None:
         """Replay ``graph``; placeholders named in ``held_from_before`` are already held."""
@@ -121,12 +178,17 @@ class _Replay:
         dies_after: dict[fx.Node, list[fx.Node]] = {}
         for value, user in last_use.items():
             dies_after.setdefault(user, []).append(value)
+        fused = _fused(graph) if self.inductor else set()
         for node in nodes:
+            if node in fused:  # never allocated: reads its inputs' buffers, like a view
+                self.keys[node] = list(dict.fromkeys(k for a in node.all_input_nodes for k in self.storages(a)))
             if node.op == "placeholder":
                 if node.name not in held_from_before:
                     self.hold(node)
             else:
                 self.hold(node)
+                if self.inductor and node not in fused and _is_pointwise(node):
+                    self.reuse_dying_input(node, dies_after.get(node, ()), returned)
             self.labels.append(node.name)
             self.scratch.append(scratch_bytes(node))
             self.trace.append(self.alive + self.scratch[-1])
@@ -137,11 +199,12 @@ class _Replay:
                 self.release(node)  # never used: dies at once
 
 
-def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int) -> Timeline:
-    """Replay a forward/backward pair and return the timeline of bytes alive."""
+def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, inductor: bool = False) -> Timeline:
+    """Replay a forward/backward pair and return the timeline of bytes alive (``inductor``: as
+    Inductor's kernels allocate, see the module docstring)."""
     fw_placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
     external = {key for n in fw_placeholders for key, _ in _storages(n)}
-    replay = _Replay(external)
+    replay = _Replay(external, inductor)
     replay.run(fw.graph, held_from_before={n.name: n for n in fw_placeholders})
     forward_steps = len(replay.labels)
 

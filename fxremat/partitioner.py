@@ -46,7 +46,8 @@ from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
-from .solvers.dominant import spare_dominant
+from .solvers.dominant import discount_dominant, spare_dominant
+from .solvers.plan import make_plan
 
 __all__ = ["partition", "PartitionReport", "BudgetError", "last_reports"]
 
@@ -92,6 +93,8 @@ class PartitionReport:
         chosen = self.fxremat if self.chosen == "fxremat" and self.fxremat is not None else self.min_cut
         return chosen.peak_bytes
 
+
+DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra least-peak candidates
 
 MAX_REPORTS = 256
 _REPORTS: deque[PartitionReport] = deque(maxlen=MAX_REPORTS)
@@ -139,7 +142,7 @@ def partition(
         jg = analyze(joint_module, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
-        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs), unsafe)
+        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe)
         report = replace(report, seconds=time.perf_counter() - start)
         _log_report(report)
     except BudgetError:
@@ -179,8 +182,9 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     # only one a budget is checked against).  The least-peak candidates also include the plan of
     # the chain that counts them only in the last segment: both are models of the real schedule
     # and neither is always closer, so the memory model's replay of the extracted pairs decides.
-    lin = linearize(jg, base_tensors, always)
     solve = get_solver(options.solver)
+    least = lambda chain: solve(chain).peak_bytes  # noqa: E731 - how linearize compares its options
+    lin = linearize(jg, base_tensors, always, score=least)
     budget = options.budget_bytes(lin.chain.no_recompute_peak())
     done: dict[tuple[int, tuple[int, ...]], _Candidate] = {}
 
@@ -197,8 +201,14 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
 
     def least_peak() -> list[_Candidate]:
         out = [evaluate(lin, least_peak_plan(lin.chain))]
+        if options.solver != "chen":  # the loss head's model is the least sure: let the replay judge
+            for keep in DISCOUNTS:
+                discounted = discount_dominant(lin.chain, solve, keep)
+                if discounted is not None:
+                    plan = least_peak_plan(discounted)
+                    out.append(evaluate(lin, make_plan(lin.chain, plan.checkpoints)))
         if always:
-            lin_last = linearize(jg, base_tensors)
+            lin_last = linearize(jg, base_tensors, score=least)
             out.append(evaluate(lin_last, least_peak_plan(lin_last.chain)))
         return out
 
@@ -277,9 +287,9 @@ def _candidate(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: lis
     fw, bw = _torch.extract_fwd_bwd(
         jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
     )
-    bw = recompute_just_in_time(bw, jg)
+    bw = recompute_just_in_time(bw, jg, held={n.name for n in base_tensors})
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Candidate(lin.chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs))
+    return _Candidate(lin.chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
 
 
 def _log_report(r: PartitionReport) -> None:

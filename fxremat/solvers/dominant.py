@@ -25,7 +25,7 @@ from __future__ import annotations
 from ..chain import Chain
 from .plan import Plan, Solver, make_plan
 
-__all__ = ["spare_dominant", "DOMINANT_SHARE"]
+__all__ = ["spare_dominant", "discount_dominant", "DOMINANT_SHARE"]
 
 DOMINANT_SHARE = 0.9
 
@@ -57,3 +57,29 @@ def spare_dominant(chain: Chain, solve: Solver, share: float = DOMINANT_SHARE) -
             continue
         hi, answer = mid, plan.checkpoints
     return make_plan(chain, answer)
+
+
+def discount_dominant(chain: Chain, solve: Solver, keep: float, share: float = DOMINANT_SHARE) -> Chain | None:
+    """``chain`` with its dominant tail (the first dominant stage and every stage after it, a loss
+    head) lowered towards the highest bound of the other stages: each tail stage keeps ``keep``
+    (0..1) of its excess over that level, its excess counted with the tail as one segment.  None if
+    no stage dominates or the tail is the whole chain.
+
+    The chain model of a loss head is the least sure of all (Inductor fuses the loss and writes
+    its gradient in place), and where it dominates it decides how many checkpoints every layer
+    may hold.  Plans of the discounted chains are candidates the memory model's replay judges."""
+    if not 0 <= keep <= 1:
+        raise ValueError(f"keep must lie in [0, 1], got {keep!r}")
+    p1 = solve(chain).peak_bytes
+    bound = [s + t for s, t in zip(chain.saved_bytes, chain.transient_bytes)]
+    first = next((i for i, b in enumerate(bound) if b >= share * p1), None)
+    if first is None or first == 0:
+        return None
+    level = max(bound[:first])
+    transient, held = list(chain.transient_bytes), 0
+    for i in range(first, chain.n):
+        held += chain.saved_bytes[i]
+        excess = held + transient[i] - level
+        if excess > 0:
+            transient[i] = max(0, transient[i] - int((1 - keep) * excess))
+    return Chain(chain.output_bytes, chain.saved_bytes, tuple(transient), chain.forward_cost)
