@@ -19,7 +19,8 @@ Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
 well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  Storages that
 every plan saves (values banned from recomputation, and *long-lived* storages read across many
-layers, such as a padding mask, see :func:`_long_lived`) are moved from
+layers, such as a padding mask, see :func:`_long_lived`; every plan saves them,
+``Linearization.long_lived``) are moved from
 ``saved_bytes`` into the ``transient_bytes`` of their own and every later stage, so that the
 chain's peak counts them in every segment's backward, not only in the last segment.  A storage that
 crosses several boundaries is pinned or is the crossing storage of a single deduplicated
