@@ -15,8 +15,9 @@ before its last use.  What survives each phase:
 With ``inductor=True`` the replay follows what Inductor allocates instead of FX's one buffer per
 node: a pointwise value whose every reader is pointwise or a reduction (and which no graph returns)
 is computed inside its readers' kernels, so it is never allocated and keeps its inputs alive as a
-view would; and a pointwise result takes over the buffer of a same-size input that dies at it
-(Inductor's in-place reuse; saved tensors die in the backward and are donated the same way).
+view would; a matmul read only by an add runs at the add (Inductor's addmm); and a pointwise
+result takes over the buffer of a same-size input that dies at it (Inductor's in-place reuse;
+saved tensors die in the backward and are donated the same way).
 
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
@@ -112,7 +113,15 @@ def _fused(graph: fx.Graph) -> set[fx.Node]:
                 return False
         return True
 
-    return {n for n in graph.nodes if n not in returned and _is_pointwise(n) and readers_fusible(n)}
+    fused = {n for n in graph.nodes if n not in returned and _is_pointwise(n) and readers_fusible(n)}
+    # A matmul whose one reader adds it to another value runs as that add (Inductor's addmm
+    # pattern): its operands stay alive until then (a tied LM head's weight gradient, accumulated
+    # with the embedding's at the end of the backward, keeps the logits' gradient alive).
+    mm = getattr(torch.ops.aten.mm, "default", None)
+    add = getattr(torch.ops.aten.add, "Tensor", None)
+    fused.update(n for n in graph.nodes if n.target is mm and n not in returned and len(n.users) == 1
+                 and next(iter(n.users)).target is add)
+    return fused
 
 
 class _Replay:
