@@ -125,7 +125,8 @@ class RecordingMinCut(MinCutPartitioner):
         try:
             from fxremat.memory import simulate
 
-            self.predicted.append(simulate(fw, bw, kwargs["num_fwd_outputs"]).peak_bytes)
+            inductor = kwargs.get("compiler") == "inductor"  # replayed as fxremat replays its own pairs
+            self.predicted.append(simulate(fw, bw, kwargs["num_fwd_outputs"], inductor).peak_bytes)
         except Exception as exc:  # noqa: BLE001 - a prediction is optional
             self.errors.append(f"{type(exc).__name__}: {exc}")
         return fw, bw
