@@ -1,0 +1,220 @@
+"""``linearize(..., score=...)``: the long-lived storages chosen by the chain they give.
+
+Joint graphs are recorded through the no-Inductor path (min-cut partitions them; nothing is
+compiled).  Invariants: with a score, the returned chain scores no worse than the default choice
+(``score=None``) and ties keep the fewest long-lived storages; the long-lived values are in the
+saved set of every plan (before and after the closure over bans); on a pre-norm transformer whose
+norm reads the residual stream three times (RMSNorm, as in Llama) the least-peak choice keeps a
+stage boundary at every sublayer end instead of pinning every residual value, which the
+most-boundaries choice does.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from test_linearize import PaddedEncoder, _inputs
+from zoo import ZooCase, make_dropout_mlp, make_gpt
+
+from fxremat import _torch
+from fxremat.analysis import JointGraph, analyze
+from fxremat.backend import min_cut_backend
+from fxremat.chain import Chain
+from fxremat.linearize import Linearization, linearize
+from fxremat.saved import close_over_bans
+from fxremat.solvers import get_solver
+
+aten = torch.ops.aten
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class RMSNormBlock(nn.Module):
+    """Llama-style pre-norm block: x + attn(norm1(x)); x + swiglu(norm2(x)); causal SDPA."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = RMSNorm(d), RMSNorm(d)
+        self.qkv, self.o = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+        self.gate, self.up = nn.Linear(d, 4 * d, bias=False), nn.Linear(d, 4 * d, bias=False)
+        self.down = nn.Linear(4 * d, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        x = x + self.o(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d))
+        h = self.norm2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class RMSNormLM(nn.Module):
+    def __init__(self, layers: int = 4, d: int = 64, heads: int = 4, vocab: int = 128) -> None:
+        super().__init__()
+        self.layers = layers
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(RMSNormBlock(d, heads) for _ in range(layers))
+        self.norm = RMSNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def make_rmsnorm_lm(seed: int = 0, layers: int = 4) -> ZooCase:
+    torch.manual_seed(seed)
+    return ZooCase("rmsnorm_lm", RMSNormLM(layers), (torch.randint(0, 128, (2, 32)),))
+
+
+def _cases() -> dict:
+    def padded(p: float):
+        torch.manual_seed(0)
+        return ZooCase("padded", PaddedEncoder(4, p=p), _inputs())
+
+    return {
+        "gpt": lambda: make_gpt(layers=3, d=64, heads=4, seq=32, batch=2, vocab=128),
+        "rmsnorm_lm": make_rmsnorm_lm,
+        "padded": lambda: padded(0.0),
+        "padded_dropout": lambda: padded(0.1),
+        "dropout_mlp": make_dropout_mlp,
+    }
+
+
+CASES = list(_cases())
+
+
+@functools.lru_cache(maxsize=None)
+def recorded(name: str) -> tuple[JointGraph, list, list]:
+    """(joint graph analysis, base tensors (min-cut's saved values), always-saved values) of the
+    one graph ``name`` compiles to; recorded once per process, through min-cut on the eager path."""
+    case = _cases()[name]()
+    seen = []
+
+    def record(gm, joint_inputs, **kwargs):
+        jg = analyze(gm, num_fwd_outputs=kwargs["num_fwd_outputs"],
+                     static_lifetime_input_indices=kwargs.get("static_lifetime_input_indices"))
+        fw, bw = _torch.min_cut(gm, joint_inputs, **kwargs)
+        seen.append((jg, fw))
+        return fw, bw
+
+    backend = min_cut_backend(compiler="eager")
+    backend.partitioner = record
+    torch._dynamo.reset()
+    try:
+        with _torch.caches_disabled():
+            torch.compile(case.model, backend=backend)(*case.inputs).float().sum().backward()
+    finally:
+        torch._dynamo.reset()
+    assert len(seen) == 1, f"{name}: {len(seen)} graphs"
+    jg, mc_fw = seen[0]
+    by_name = {n.name: n for n in jg.module.graph.nodes}
+    base = [by_name[s] for s in _torch.saved_names(mc_fw, jg.num_fwd_outputs) if s in by_name]
+    base = [n for n in base if not _torch.is_sym_node(n)]
+    always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]
+    return jg, base, always
+
+
+def least_peak(chain: Chain) -> float:
+    return get_solver("linear")(chain).peak_bytes
+
+
+SCORES = {
+    "least_peak": least_peak,
+    "no_recompute_peak": lambda chain: chain.no_recompute_peak(),
+    "fewest_stages": lambda chain: chain.n,
+    "most_stages": lambda chain: -chain.n,
+    "least_fixed": lambda chain: sum(chain.transient_bytes),
+}
+
+
+@pytest.mark.parametrize("score", list(SCORES))
+@pytest.mark.parametrize("name", CASES)
+def test_score_never_worse_than_default_choice(name, score):
+    jg, base, always = recorded(name)
+    fn = SCORES[score]
+    default = linearize(jg, base, always)
+    chosen = linearize(jg, base, always, score=fn)
+    assert fn(chosen.chain) <= fn(default.chain)
+    assert len(chosen.long_lived) <= 16
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_score_ties_keep_fewest_long_lived(name):
+    """A constant score ties every option: the first (no long-lived storage) wins."""
+    jg, base, always = recorded(name)
+    assert linearize(jg, base, always, score=lambda chain: 0).long_lived == ()
+
+
+def _checkpoint_sets(lin: Linearization, count: int = 25):
+    n = lin.chain.n
+    rng = random.Random(n)
+    yield ()
+    yield tuple(range(1, n))
+    for _ in range(count):
+        yield tuple(c for c in range(1, n) if rng.random() < 0.3)
+
+
+@pytest.mark.parametrize("with_score", [False, True], ids=["default", "least_peak"])
+@pytest.mark.parametrize("name", CASES)
+def test_long_lived_saved_by_every_plan(name, with_score):
+    jg, base, always = recorded(name)
+    for lin in (linearize(jg, base, always, score=least_peak if with_score else None),
+                linearize(jg, base, score=least_peak if with_score else None)):
+        assert all(node in jg.forward for node in lin.long_lived)
+        assert len(set(lin.long_lived)) == len(lin.long_lived)
+        for cps in _checkpoint_sets(lin):
+            saved = lin.saved_values(cps, base)
+            missing = [n.name for n in lin.long_lived if n not in saved]
+            assert not missing, (cps, missing)
+            closed = close_over_bans(jg, saved)
+            assert not [n.name for n in lin.long_lived if n not in closed], cps
+
+
+def test_padding_mask_is_long_lived_with_a_score():
+    """The mask every layer reads still frees the cuts between layers when chosen by least peak."""
+    jg, base, always = recorded("padded")
+    lin = linearize(jg, base, always, score=least_peak)
+    assert any(tuple(n.meta["val"].shape[-2:]) == (32, 32) for n in lin.long_lived), lin.long_lived
+    assert lin.chain.n > 4
+
+
+def _residual_stream(jg: JointGraph) -> list:
+    """The forward values each RMSNorm reads: the embedding and every sublayer's residual sum."""
+    return [n for n in jg.forward if any(u.target == aten.pow.Tensor_Scalar for u in n.users)]
+
+
+def test_pre_norm_residual_stream_not_pinned():
+    layers = RMSNormLM().layers
+    jg, base, always = recorded("rmsnorm_lm")
+    residual = _residual_stream(jg)
+    assert len(residual) == 2 * layers + 1, [n.name for n in residual]  # 2 norms a layer + the final one
+
+    # The most-boundaries choice pins the residual stream (why the score exists).
+    default = linearize(jg, base, always)
+    assert len(set(default.long_lived) & set(residual)) >= layers, [n.name for n in default.long_lived]
+
+    chosen = linearize(jg, base, always, score=least_peak)
+    pinned = set(chosen.long_lived) & set(residual)
+    assert len(pinned) < layers, [n.name for n in pinned]
+    assert least_peak(chosen.chain) <= least_peak(default.chain)
+    # Stage boundaries still fall at sublayer ends: at least one stage a sublayer, and a residual
+    # value crosses (is the checkpoint of) a boundary in every layer.
+    assert chosen.chain.n >= 2 * layers, chosen.chain.n
+    crossing_residuals = {n for values in chosen.crossing for n in values} & set(residual)
+    assert len(crossing_residuals) >= layers, [n.name for n in crossing_residuals]
