@@ -239,7 +239,8 @@ def _kind(node: fx.Node, facts: Mapping[fx.Node, NodeFacts]) -> str:
 def _readers_fusible(node: fx.Node, facts: Mapping[fx.Node, NodeFacts], outputs: set[fx.Node],
                      among: set[fx.Node] | None = None) -> bool:
     """Every reader of ``node`` (looking through views; only readers in ``among`` if given) is a
-    pointwise op or a reduction, and none is a graph output."""
+    pointwise op or a reduction, and none is a graph output (conservative: Inductor would fuse
+    ``node`` into a returned reduction too)."""
     for user in node.users:
         if among is not None and user not in among:
             continue

@@ -105,7 +105,9 @@ def _fused(graph: fx.Graph) -> set[fx.Node]:
 
     def readers_fusible(node: fx.Node) -> bool:
         for user in node.users:
-            if user in returned or user.op != "call_function":
+            if user.op != "call_function":
+                return False
+            if user in returned:  # conservative: the replay would hold node's inputs until a late output
                 return False
             if _is_pointwise(user) or reduction in getattr(user.target, "tags", ()):
                 continue
@@ -114,6 +116,10 @@ def _fused(graph: fx.Graph) -> set[fx.Node]:
         return True
 
     fused = {n for n in graph.nodes if n not in returned and _is_pointwise(n) and readers_fusible(n)}
+    # A view of a fused value is fused with it (it has no buffer of its own to alias).
+    for n in graph.nodes:
+        if n not in fused and n not in returned and is_view(n) and any(a in fused for a in n.all_input_nodes):
+            fused.add(n)
     # A matmul whose one reader adds it to another value runs as that add (Inductor's addmm
     # pattern): its operands stay alive until then (a tied LM head's weight gradient, accumulated
     # with the embedding's at the end of the backward, keeps the logits' gradient alive).

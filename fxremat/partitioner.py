@@ -94,6 +94,10 @@ class PartitionReport:
         return chosen.peak_bytes
 
 
+# Rebuilt copies inside recomputed segments (schedule._rebuild_near_use) lower the replayed peak but
+# measured higher under Inductor on 2 of 3 HF models (2026-12-01: Llama s1024 118.9 -> 128.9 MiB,
+# BERT s512 98.4 -> 107.9, GPT-2 s512 padded 107.4 -> 103.4): off until the replay explains why.
+REBUILD_NEAR_USE = False
 DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra least-peak candidates
 
 MAX_REPORTS = 256
@@ -287,7 +291,7 @@ def _candidate(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: lis
     fw, bw = _torch.extract_fwd_bwd(
         jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
     )
-    bw = recompute_just_in_time(bw, jg, held={n.name for n in base_tensors})
+    bw = recompute_just_in_time(bw, jg, held={n.name for n in base_tensors} if REBUILD_NEAR_USE else None)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
     return _Candidate(lin.chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
 

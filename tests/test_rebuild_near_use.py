@@ -39,6 +39,13 @@ from fxremat.partitioner import partition
 from fxremat.saved import close_over_bans
 from fxremat.schedule import recompute_just_in_time
 
+
+@pytest.fixture(autouse=True)
+def rebuild_near_use(monkeypatch):
+    """The partitioner passes ``held`` only with ``REBUILD_NEAR_USE`` (off by default: see its
+    comment in fxremat/partitioner.py); the end-to-end tests here run with it on."""
+    monkeypatch.setattr(fxremat.partitioner, "REBUILD_NEAR_USE", True)
+
 aten = torch.ops.aten
 HEAVY = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.convolution}
 SUFFIX = "_rebuilt"
