@@ -132,6 +132,23 @@ def inductor_pointwise(node: fx.Node) -> bool:
     return packet is not None and packet.__name__ in _INDEXING and getattr(target, "_overloadname", "") in ("default", "Tensor")
 
 
+def inductor_realize_thresholds(cpu: bool) -> tuple[int, int]:
+    """Inductor's thresholds for storing a pointwise value instead of inlining it into its readers:
+    (ops of a value read more than once, buffers read by any value),
+    from ``torch._inductor.config`` (the CPU variants where this torch has them)."""
+    from torch._inductor import config
+
+    def get(name: str, default: int) -> int:
+        value = getattr(config, name, None)
+        return value if isinstance(value, int) else default
+
+    opcount = get("realize_opcount_threshold", get("realize_cpu_opcount_threshold", 50) if cpu else
+                  get("_realize_opcount_threshold_default", 30))
+    acc = get("realize_acc_reads_threshold", get("realize_cpu_acc_reads_threshold", 12) if cpu else
+              get("_realize_acc_reads_threshold_default", 8))
+    return opcount, acc
+
+
 def is_random(node: fx.Node) -> bool:
     target = node.target
     return node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
@@ -339,11 +356,36 @@ def eager_decompositions() -> dict:
     return get_decompositions([aten._native_batch_norm_legit_functional, aten.native_batch_norm])
 
 
-def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any):
-    """Inductor's ``compile_fx`` with ``partitioner`` as its ``custom_partitioner_fn``."""
-    from torch._inductor.compile_fx import compile_fx
+def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any, *, reuse_buffers: bool = True,
+                          cpu_backward_layout_opt: bool = True):
+    """Inductor's ``compile_fx`` with ``partitioner`` as its ``custom_partitioner_fn``.
 
-    return compile_fx(gm, example_inputs, config_patches={"custom_partitioner_fn": partitioner})
+    ``reuse_buffers=False`` turns off Inductor's wrapper-level buffer reuse
+    (``allow_buffer_reuse``): with it, a dead buffer is not freed but kept for a later allocation
+    of the same size, as long as Inductor's own estimate of the graph's peak allows, so dead
+    buffers stay alive across recomputed segments (in-place reuse inside a kernel,
+    ``inplace_buffers``, is unaffected).
+
+    ``cpu_backward_layout_opt=False`` compiles a CPU backward graph without Inductor's layout
+    optimization (``layout_optimization``), which on the CPU puts every graph that contains a
+    convolution in channels-last: a backward that recomputes convolutions would then be laid out
+    unlike a backward that saves them (min-cut's), and its convolution backwards convert weights and
+    gradients between layouts in copies of their own."""
+    from torch._inductor import config
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    patches: dict[str, Any] = {"custom_partitioner_fn": partitioner}
+    if not reuse_buffers:
+        patches["allow_buffer_reuse"] = False
+
+    def inner(graph: fx.GraphModule, inputs: Any, *args: Any, **kwargs: Any):
+        on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs)
+        if kwargs.get("is_backward") and on_cpu and not cpu_backward_layout_opt:
+            with config.patch(layout_optimization=False):
+                return compile_fx_inner(graph, inputs, *args, **kwargs)
+        return compile_fx_inner(graph, inputs, *args, **kwargs)
+
+    return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=patches)
 
 
 def compile_without_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any):

@@ -32,6 +32,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from .fusion import fused_values
 
 __all__ = ["Role", "NodeFacts", "JointGraph", "analyze"]
 
@@ -79,6 +80,9 @@ class JointGraph:
     # without Inductor)
     reusable: frozenset[fx.Node] = frozenset()
     inductor: bool = False  # the graphs go to Inductor (its fusion and buffer reuse shape the memory)
+    # the nodes that run in the backward graph when their stage is recomputed: backward nodes and
+    # the forward nodes they depend on (not forward nodes only the loss reads)
+    backward_graph: frozenset[fx.Node] = frozenset()
 
 
 def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
@@ -201,8 +205,9 @@ def analyze(
         n for n, f in facts.items()
         if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(k in visible for k in f.storages)
     )
-    fused = _fused_by_inductor(graph, facts) if inductor else frozenset()
-    reusable = _reusable_by_inductor(graph, facts, forward) if inductor else frozenset()
+    in_backward = _in_backward_graph(facts)
+    fused = _fused_by_inductor(graph, facts, in_backward) if inductor else frozenset()
+    reusable = _reusable_by_inductor(graph, facts, forward, in_backward) if inductor else frozenset()
     return JointGraph(
         module=joint,
         num_fwd_outputs=num_fwd_outputs,
@@ -220,6 +225,7 @@ def analyze(
         fused=fused,
         reusable=reusable,
         inductor=inductor,
+        backward_graph=in_backward,
     )
 
 
@@ -255,20 +261,32 @@ def _readers_fusible(node: fx.Node, facts: Mapping[fx.Node, NodeFacts], outputs:
     return True
 
 
-def _fused_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts]) -> frozenset[fx.Node]:
-    """Pointwise values whose every reader (looking through views) is pointwise or a reduction, and
-    which are no graph output: Inductor computes them inside their readers' kernels and never
-    allocates them (log-softmax's ``x - max`` and ``exp``, GELU's inner terms)."""
-    outputs = set(graph.find_nodes(op="output")[0].all_input_nodes)
-    return frozenset(n for n in graph.nodes
-                     if n not in outputs and _kind(n, facts) == "pointwise" and _readers_fusible(n, facts, outputs))
+def _in_backward_graph(facts: Mapping[fx.Node, NodeFacts]) -> frozenset[fx.Node]:
+    """The nodes that run in the backward graph when their stage is recomputed: backward nodes and
+    the forward nodes they depend on (not forward nodes only the loss reads, such as the gather of
+    the log-probabilities)."""
+    backward = [n for n, f in facts.items() if f.role is Role.BACKWARD]
+    out, stack = set(backward), [a for n in backward for a in n.all_input_nodes]
+    while stack:
+        node = stack.pop()
+        if node not in out and facts[node].role is Role.FORWARD:
+            out.add(node)
+            stack.extend(node.all_input_nodes)
+    return frozenset(out)
 
 
-def _reusable_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts], forward: list[fx.Node]) -> frozenset[fx.Node]:
-    """Forward values that the backward reads only in pointwise ops and reductions: the kernel
-    that reads one last can write its result in place into the value's buffer when sizes match
-    (the loss gradient into the saved logits)."""
+def _fused_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts], in_backward: frozenset[fx.Node]) -> frozenset[fx.Node]:
+    """Values Inductor computes inside their readers' kernels and never allocates (log-softmax's
+    ``x - max`` and ``exp``, GELU's inner terms): :func:`fxremat.fusion.fused_values`, with each
+    value's readers counted in the backward graph, where the chain models its stage."""
+    return fused_values(graph, lambda n: facts[n].storages, lambda n: sum(u in in_backward for u in n.users))
+
+
+def _reusable_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts], forward: list[fx.Node],
+                          in_backward: frozenset[fx.Node]) -> frozenset[fx.Node]:
+    """Forward values that the backward graph reads only in pointwise ops and reductions: the
+    kernel that reads one last can write its result in place into the value's buffer when sizes
+    match (the loss gradient into the saved logits)."""
     outputs = set(graph.find_nodes(op="output")[0].all_input_nodes)
-    backward = {n for n, f in facts.items() if f.role is Role.BACKWARD}
-    return frozenset(n for n in forward if any(u in backward for u in n.users)
-                     and _readers_fusible(n, facts, outputs, among=backward | {u for u in n.users if _kind(u, facts) == "view"}))
+    return frozenset(n for n in forward if any(u in in_backward for u in n.users)
+                     and _readers_fusible(n, facts, outputs, among=in_backward | {u for u in n.users if _kind(u, facts) == "view"}))

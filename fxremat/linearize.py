@@ -53,6 +53,9 @@ class Linearization:
     stage_of: dict[fx.Node, int]  # forward node -> its stage (1..n)
     crossing: tuple[tuple[fx.Node, ...], ...]  # per boundary 1..n-1 (index i-1): values to save
     long_lived: tuple[fx.Node, ...] = ()  # values every plan of this chain saves (counted as fixed)
+    # the same chain without the parameter gradients (fold_gradients): what a memory_budget
+    # constrains (activations; gradients are alive whatever the plan); None: same as ``chain``
+    activation_chain: Chain | None = None
 
     def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
         """The values to save for a plan: the long-lived values, the checkpoints' crossing values,
@@ -142,11 +145,14 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
                 fixed[storage_stage[key] - 1] += jg.storage_bytes[key]
             elif jg.storage_owner.get(key) in jg.reusable:
                 reusable[storage_stage[key] - 1].add(jg.storage_bytes[key])
+    stage_output = {crossing_key[k] for k in boundaries}
+    held = _held_by_rebuild(jg, stage_of, set(base_keys) | counted | stage_output)
+    for key, st in held.items():
+        saved[st - 1] += jg.storage_bytes[key]
     # The largest storage besides the stage's output (whose gradient is counted as output_bytes),
     # among those that are allocated at all (not fused by Inductor into their readers' kernels).
-    stage_output = {crossing_key[k] for k in boundaries}
     for key, st in storage_stage.items():
-        if key not in stage_output and jg.storage_owner.get(key) not in jg.fused:
+        if key not in stage_output and key not in held and jg.storage_owner.get(key) not in jg.fused:
             largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
     for node in forward:
         cost[stage_of[node] - 1] += facts[node].cost
@@ -156,6 +162,7 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     gradient = [_incoming_gradient(jg, crossing_key[k], output[i + 1], reusable[i]) for i, k in enumerate(boundaries)] + [0]
     transient = [gradient[i] + largest[i] for i in range(n)]
     saved, transient = fold_always_saved(saved, transient, fixed)
+    activations = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     transient = fold_gradients(transient, _gradient_bytes(jg, stage_of))
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
     for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
@@ -164,7 +171,28 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     kept = tuple(jg.storage_owner[key] for key in long_lived if key in jg.storage_owner)
-    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept)
+    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations)
+
+
+def _held_by_rebuild(jg: JointGraph, stage_of: dict[fx.Node, int], counted: set[object]) -> dict[object, int]:
+    """Storages a recomputed stage rebuilds and holds until its own backward although the base
+    plan does not save them, with their stage: values read both by the rebuild (a forward node of
+    the backward graph) and directly by a backward node (an attention mask expanded for each layer,
+    read by the attention's forward and backward kernels), and allocated at all.  While the later
+    stages of the segment run they are alive like saved values; the base plan's backward rebuilds
+    them just before their use instead, so the last segment holds them briefly (counted there too:
+    an overestimate)."""
+    facts, out = jg.facts, {}
+    for node, st in stage_of.items():
+        if node in jg.fused or node not in jg.backward_graph:
+            continue
+        roles = {facts[u].role for u in node.users if u in jg.backward_graph}
+        if Role.BACKWARD not in roles or Role.FORWARD not in roles:
+            continue
+        for key in facts[node].storages:
+            if key not in counted and key not in out and jg.storage_owner.get(key) is node:
+                out[key] = st
+    return out
 
 
 def _incoming_gradient(jg: JointGraph, key: object, nbytes: int, reusable: set[int]) -> int:
@@ -214,13 +242,16 @@ def fold_gradients(transient: list[int], gradients: list[int]) -> list[int]:
 def _gradient_bytes(jg: JointGraph, stage_of: dict[fx.Node, int]) -> list[int]:
     """Bytes of the input gradients (the joint graph's backward outputs) first produced in each
     stage's backward: an input's gradient belongs to the last stage that reads it (directly or
-    through values computed from inputs alone, such as a cast or a view of a weight)."""
+    through values computed from parameters alone, such as a cast or a view of a weight; not
+    through values computed from a data input, which the first layer reads: everything is)."""
     n = max(stage_of.values(), default=1)
     last_stage: dict[fx.Node, int] = {}
     sources: dict[fx.Node, frozenset[fx.Node]] = {p: frozenset((p,)) for p in jg.primals}
+    derived = set(jg.static_inputs)  # parameters, and values computed from parameters alone
     for node in jg.forward:
         args = node.all_input_nodes
-        if args and all(a in sources for a in args):  # computed from inputs alone
+        if args and all(a in derived for a in args):  # computed from parameters alone
+            derived.add(node)
             sources[node] = frozenset().union(*(sources[a] for a in args))
             continue
         for arg in args:

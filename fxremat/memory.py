@@ -13,11 +13,15 @@ before its last use.  What survives each phase:
 * tangents are allocated when the backward starts; gradients (backward outputs) live to the end.
 
 With ``inductor=True`` the replay follows what Inductor allocates instead of FX's one buffer per
-node: a pointwise value whose every reader is pointwise or a reduction (and which no graph returns)
-is computed inside its readers' kernels, so it is never allocated and keeps its inputs alive as a
-view would; a matmul read only by an add runs at the add (Inductor's addmm); and a pointwise
-result takes over the buffer of a same-size input that dies at it (Inductor's in-place reuse;
-saved tensors die in the backward and are donated the same way).
+node: a value Inductor computes inside its readers' kernels (:mod:`fxremat.fusion`: pointwise,
+read only by pointwise ops and reductions, not returned, and not stored on reuse) is never
+allocated and keeps its inputs alive as a view would; a matmul read only by an add runs at the add
+(Inductor's addmm; :func:`fxremat.lowering.keep_matmuls_in_place` avoids that where it would hold
+more than it saves); and a pointwise result takes over the buffer of a same-size input that dies at
+it (Inductor's in-place reuse; saved tensors die in the backward and are donated the same way).
+It assumes Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) is off, as fxremat's
+backends compile: with it on, Inductor may keep a dead buffer alive until a later allocation of
+its size, within its own estimate of the graph's peak.
 
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
@@ -36,6 +40,8 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from .fusion import fused_values
+from .lowering import add_reading
 
 __all__ = ["Timeline", "simulate"]
 
@@ -93,40 +99,15 @@ _is_pointwise = _torch.inductor_pointwise
 
 
 def _fused(graph: fx.Graph) -> set[fx.Node]:
-    """Pointwise values Inductor computes inside their readers' kernels: every reader (through
-    views) is pointwise or a reduction, and the graph does not return them."""
+    """Values Inductor never allocates (:func:`fxremat.fusion.fused_values`), and matmuls it runs
+    as an ``addmm``."""
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
-    reduction = getattr(torch.Tag, "reduction", None)
-
-    def is_view(node: fx.Node) -> bool:
-        own = {key for key, _ in _storages(node)}
-        return (node.op == "call_function" and node.target is not operator.getitem and bool(own)
-                and own <= {key for a in node.all_input_nodes for key, _ in _storages(a)})
-
-    def readers_fusible(node: fx.Node) -> bool:
-        for user in node.users:
-            if user.op != "call_function":
-                return False
-            if user in returned:  # conservative: the replay would hold node's inputs until a late output
-                return False
-            if _is_pointwise(user) or reduction in getattr(user.target, "tags", ()):
-                continue
-            if not (is_view(user) and readers_fusible(user)):
-                return False
-        return True
-
-    fused = {n for n in graph.nodes if n not in returned and _is_pointwise(n) and readers_fusible(n)}
-    # A view of a fused value is fused with it (it has no buffer of its own to alias).
-    for n in graph.nodes:
-        if n not in fused and n not in returned and is_view(n) and any(a in fused for a in n.all_input_nodes):
-            fused.add(n)
+    fused = set(fused_values(graph, lambda n: [key for key, _ in _storages(n)]))
     # A matmul whose one reader adds it to another value runs as that add (Inductor's addmm
     # pattern): its operands stay alive until then (a tied LM head's weight gradient, accumulated
     # with the embedding's at the end of the backward, keeps the logits' gradient alive).
-    mm = getattr(torch.ops.aten.mm, "default", None)
-    add = getattr(torch.ops.aten.add, "Tensor", None)
-    fused.update(n for n in graph.nodes if n.target is mm and n not in returned and len(n.users) == 1
-                 and next(iter(n.users)).target is add)
+    mm = torch.ops.aten.mm.default
+    fused.update(n for n in graph.nodes if n.target is mm and n not in returned and add_reading(n) is not None)
     return fused
 
 

@@ -41,6 +41,7 @@ from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
+from .lowering import keep_matmuls_in_place
 from .memory import Timeline, simulate
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
@@ -189,13 +190,16 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     solve = get_solver(options.solver)
     least = lambda chain: solve(chain).peak_bytes  # noqa: E731 - how linearize compares its options
     lin = linearize(jg, base_tensors, always, score=least)
-    budget = options.budget_bytes(lin.chain.no_recompute_peak())
+    # A budget constrains activations: the chain without the parameter gradients, which are
+    # alive whatever the plan (docs/usage.md); least peak is planned on the whole chain.
+    budget_chain = lin.activation_chain or lin.chain
+    budget = options.budget_bytes(budget_chain.no_recompute_peak())
     done: dict[tuple[int, tuple[int, ...]], _Candidate] = {}
 
-    def evaluate(lin_: Linearization, plan: Plan) -> _Candidate:
+    def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
         key = (id(lin_), plan.checkpoints)
         if key not in done:
-            done[key] = _candidate(jg, lin_, plan, base_tensors, sym)
+            done[key] = _candidate(jg, lin_, chain or lin_.chain, plan, base_tensors, sym)
         return done[key]
 
     def least_peak_plan(chain: Chain) -> Plan:
@@ -222,15 +226,15 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     else:
         # The curve's plans down to the first within the budget: that one recomputes least within
         # it, the ones before recompute no more.  The replay, not the chain model, picks among them.
-        plans = curve(solve, lin.chain)
+        plans = curve(solve, budget_chain)
         within = next((k for k, p in enumerate(plans) if p.peak_bytes <= budget), None)
         met = within is not None
         if not met and options.strict_budget:
             try:
-                solve(lin.chain, budget)
+                solve(budget_chain, budget)
             except ValueError as exc:  # the solver's message names the least feasible peak
                 raise BudgetError(f"fxremat: memory_budget={options.memory_budget!r}: {exc}") from None
-        candidates = [evaluate(lin, p) for p in (plans if within is None else plans[: within + 1])]
+        candidates = [evaluate(lin, p, budget_chain) for p in (plans if within is None else plans[: within + 1])]
         if not met:  # best effort: everything, including the least-peak plans of budget=None
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
@@ -285,15 +289,19 @@ class _Candidate(NamedTuple):
     timeline: Timeline
 
 
-def _candidate(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node], sym: list[fx.Node]) -> _Candidate:
-    """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan."""
+def _candidate(jg: JointGraph, lin: Linearization, chain: Chain, plan: Plan, base_tensors: list[fx.Node],
+               sym: list[fx.Node]) -> _Candidate:
+    """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan of
+    ``chain`` (``lin``'s chain, or its activation chain for a budget)."""
     saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
     fw, bw = _torch.extract_fwd_bwd(
         jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
     )
     bw = recompute_just_in_time(bw, jg, held={n.name for n in base_tensors} if REBUILD_NEAR_USE else None)
+    if jg.inductor:
+        keep_matmuls_in_place(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Candidate(lin.chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
+    return _Candidate(chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
 
 
 def _log_report(r: PartitionReport) -> None:

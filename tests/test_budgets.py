@@ -121,8 +121,8 @@ def test_every_budget_on_the_curve(monkeypatch):
         curves.append(real_curve(solve, chain))
         return curves[-1]
 
-    def recording_candidate(jg, lin, plan, *args):
-        candidate = real_candidate(jg, lin, plan, *args)
+    def recording_candidate(jg, lin, chain, plan, *args):
+        candidate = real_candidate(jg, lin, chain, plan, *args)
         replayed.setdefault(plan.checkpoints, candidate.timeline.peak_bytes)
         return candidate
 

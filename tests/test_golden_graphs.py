@@ -181,8 +181,8 @@ return (t_18, view_3, None, t_15, view_2, t_11, view_1, t_7, view)""")
     def test_residual_cnn(self):
         torch.manual_seed(0)
         self.assertExpectedInline(plan_of(ResidualBlocks(), torch.randn(2, 4, 16, 16)), """\
-chosen: fxremat; stages: 9; checkpoints: (6,)
-saved: primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, relu_3, relu_4, detach_6
+chosen: fxremat; stages: 9; checkpoints: (5, 7)
+saved: relu_1, relu_3, primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, relu_4, detach_6
 --- forward
 inputs: primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7
 convolution = convolution.default(primals_2, primals_1, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
@@ -202,9 +202,9 @@ add_2 = add.Tensor(relu_3, convolution_5)
 relu_5 = relu.default(add_2)
 detach_5 = detach.default(relu_5)
 detach_6 = detach.default(detach_5)
-return (relu_5, primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, relu_3, relu_4, detach_6)
+return (relu_5, relu_1, relu_3, primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, relu_4, detach_6)
 --- backward
-inputs: primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, relu_3, relu_4, detach_6, tangents_1
+inputs: relu_1, relu_3, primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, relu_4, detach_6, tangents_1
 threshold_backward = threshold_backward.default(tangents_1, detach_6, 0)
 convolution_backward = convolution_backward.default(threshold_backward, relu_4, primals_7, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
 getitem = getitem(convolution_backward, 0)
@@ -219,11 +219,6 @@ add_3 = add.Tensor(threshold_backward, getitem_3)
 detach_3 = detach.default(relu_3)
 detach_8 = detach.default(detach_3)
 threshold_backward_2 = threshold_backward.default(add_3, detach_8, 0)
-convolution = convolution.default(primals_2, primals_1, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
-relu = relu.default(convolution)
-convolution_1 = convolution.default(relu, primals_3, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
-add = add.Tensor(primals_2, convolution_1)
-relu_1 = relu.default(add)
 convolution_2 = convolution.default(relu_1, primals_4, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
 relu_2 = relu.default(convolution_2)
 convolution_backward_2 = convolution_backward.default(threshold_backward_2, relu_2, primals_5, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
@@ -239,6 +234,8 @@ add_4 = add.Tensor(threshold_backward_2, getitem_9)
 detach_1 = detach.default(relu_1)
 detach_10 = detach.default(detach_1)
 threshold_backward_4 = threshold_backward.default(add_4, detach_10, 0)
+convolution = convolution.default(primals_2, primals_1, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+relu = relu.default(convolution)
 convolution_backward_4 = convolution_backward.default(threshold_backward_4, relu, primals_3, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
 getitem_12 = getitem(convolution_backward_4, 0)
 getitem_13 = getitem(convolution_backward_4, 1)

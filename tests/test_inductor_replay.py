@@ -156,6 +156,46 @@ def test_fused_value_read_through_a_view_adds_no_bytes(view):
     assert max(ind.values()) <= 8, ind  # only the two scalars are ever allocated
 
 
+def test_silu_read_by_two_kernels_is_stored():
+    """SwiGLU's silu(g), read by the forward's product and by a later kernel as its backward reads
+    it: Inductor's CPU lowering stores a value read more than once whose computation has a sigmoid
+    (``should_realize_on_reuse``) rather than recompute it in each reader, so it is allocated."""
+    def fn(g, u):
+        a = torch.nn.functional.silu(g)
+        return ((a * u).sum() + (a * 3).amax(),)
+
+    gm, _, ind = _replay(fn, torch.randn(N), torch.randn(N))
+    (silu,) = _named(gm, aten.silu.default)
+    assert len(silu.users) == 2
+    assert silu not in _fused(gm.graph)
+    assert ind[silu.name] >= _nbytes(silu)
+
+
+def test_cheap_value_read_twice_stays_fused():
+    """x * 2 read by two reductions is recomputed inside both (no heavy op): never allocated."""
+    def fn(x):
+        y = x * 2
+        return (y.sum() + y.amax(),)
+
+    gm, _, ind = _replay(fn, torch.randn(N))
+    (mul,) = _named(gm, aten.mul.Tensor)
+    assert len(mul.users) == 2
+    assert mul in _fused(gm.graph)
+
+
+def test_heavy_value_read_twice_is_stored():
+    """exp(x) read by two reductions: stored once on the CPU (Inductor's heavy-op rule)."""
+    def fn(x):
+        y = torch.exp(x)
+        return (y.sum() + y.amax(),)
+
+    gm, _, ind = _replay(fn, torch.randn(N))
+    (exp,) = _named(gm, aten.exp.default)
+    assert len(exp.users) == 2
+    assert exp not in _fused(gm.graph)
+    assert ind[exp.name] == _nbytes(exp)
+
+
 def test_inplace_reuse_of_a_dying_same_size_input():
     """relu(mm(x, w)), returned: mm's buffer dies at relu and has relu's size, so relu's result
     takes it over and relu's step adds nothing."""

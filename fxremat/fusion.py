@@ -1,0 +1,111 @@
+"""What Inductor materializes: the values of a graph it computes inside their readers' kernels.
+
+Invariant: one rule, used by the joint-graph analysis (the chain model's stage transients) and by
+the memory model's replay of extracted graphs alike.  A value is *fused* (never allocated; its
+readers read its inputs instead, so those stay alive like a view's base) when Inductor's lowering
+leaves it unrealized:
+
+* it is pointwise (``_torch.inductor_pointwise``), no graph output, and every reader, looking
+  through views, is pointwise or a reduction (an extern kernel such as a matmul, a convolution or
+  attention needs its operand in memory);
+* and Inductor does not realize it on reuse: a value read by more than one node is stored once
+  instead of recomputed in each reader when its inlined computation (the value and the unrealized
+  pointwise values it reads) is heavy on the CPU (``exp``, ``log``, ``sigmoid``, ``tanh`` and the
+  ops built on them: SiLU's ``x * sigmoid(x)`` read by the forward and the backward is stored)
+  or has more ops than the opcount threshold; and a pointwise value whose inlined computation
+  reads more buffers than the accumulated-reads threshold is realized whatever its readers.
+  (Inductor also realizes a value read more than once whose computation reads more than
+  ``realize_reads_threshold`` buffers; counted here, that stored the masked loss gradient of an
+  LM head that Inductor computes in place, so it is left out.)
+
+A view of a fused value is fused with it.  Thresholds are read from ``torch._inductor.config``
+when it has them (``_torch.inductor_realize_thresholds``).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable, Iterable
+
+import torch
+import torch.fx as fx
+
+from . import _torch
+
+__all__ = ["fused_values"]
+
+# aten ops whose Inductor lowering uses exp, log, log10, log1p, log2, sigmoid or tanh: the ops
+# Inductor's CPU heuristic realizes rather than recompute in every reader.
+_HEAVY_ON_CPU = frozenset({
+    "exp", "log", "log10", "log1p", "log2", "sigmoid", "tanh", "silu", "silu_backward", "softplus",
+    "softplus_backward", "mish", "mish_backward", "logit", "logit_backward", "xlogy", "special_xlog1py",
+})
+
+
+def _heavy(node: fx.Node, cpu: bool) -> bool:
+    if not cpu:
+        return False
+    packet = getattr(node.target, "overloadpacket", None)
+    name = getattr(packet, "__name__", "")
+    if name == "gelu":
+        return node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none") == "tanh"
+    return name in _HEAVY_ON_CPU
+
+
+def fused_values(graph: fx.Graph, storages: Callable[[fx.Node], Iterable[object]],
+                 readers: Callable[[fx.Node], int] | None = None) -> frozenset[fx.Node]:
+    """The values of ``graph`` Inductor never allocates (see the module docstring); ``storages``
+    gives a node's storage keys (a view's are all among its inputs'); ``readers`` the number of
+    its readers that run in the same compiled graph (default: all of them)."""
+    readers = readers or (lambda node: len(node.users))
+    returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    reduction = getattr(torch.Tag, "reduction", None)
+    own = {n: frozenset(storages(n)) for n in graph.nodes}
+
+    def is_view(node: fx.Node) -> bool:
+        return (node.op == "call_function" and node.target is not operator.getitem and bool(own[node])
+                and own[node] <= {key for a in node.all_input_nodes for key in own[a]})
+
+    def readers_fusible(node: fx.Node) -> bool:
+        for user in node.users:
+            if user.op != "call_function" or user in returned:
+                return False
+            if _torch.inductor_pointwise(user) or reduction in getattr(user.target, "tags", ()):
+                continue
+            if not (is_view(user) and readers_fusible(user)):
+                return False
+        return True
+
+    fused: set[fx.Node] = set()
+    # The inlined computation of each unrealized value: (heavy on the CPU, op count, buffers read).
+    cone: dict[fx.Node, tuple[bool, int, frozenset[fx.Node]]] = {}
+    for n in graph.nodes:
+        if n in returned or not _torch.inductor_pointwise(n) or not readers_fusible(n):
+            continue
+        cpu = all(t.device.type == "cpu" for t in _torch.tensors_in(n.meta.get("val")))
+        heavy, ops, reads = _heavy(n, cpu), 1, set()
+        for a in n.all_input_nodes:
+            base = _through_views(a, is_view, fused)
+            if base in cone:
+                h, o, r = cone[base]
+                heavy, ops, reads = heavy or h, ops + o, reads | r
+            else:
+                reads.add(base)
+        opcount_threshold, acc_reads_threshold = _torch.inductor_realize_thresholds(cpu)
+        if len(reads) > acc_reads_threshold:
+            continue
+        if readers(n) > 1 and (heavy or ops > opcount_threshold):
+            continue
+        fused.add(n)
+        cone[n] = (heavy, ops, frozenset(reads))
+    for n in graph.nodes:  # a view of a fused value has no buffer of its own to alias
+        if n not in fused and n not in returned and is_view(n) and any(a in fused for a in n.all_input_nodes):
+            fused.add(n)
+    return frozenset(fused)
+
+
+def _through_views(node: fx.Node, is_view: Callable[[fx.Node], bool], fused: set[fx.Node]) -> fx.Node:
+    """The value a chain of views of ``node`` reads (a view of a fused value reads that value)."""
+    while node not in fused and is_view(node) and len(node.all_input_nodes) == 1:
+        node = node.all_input_nodes[0]
+    return node
