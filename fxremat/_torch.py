@@ -357,7 +357,7 @@ def eager_decompositions() -> dict:
 
 
 def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any, *, reuse_buffers: bool = True,
-                          cpu_backward_layout_opt: bool = True):
+                          cpu_layout_opt: bool = True):
     """Inductor's ``compile_fx`` with ``partitioner`` as its ``custom_partitioner_fn``.
 
     ``reuse_buffers=False`` turns off Inductor's wrapper-level buffer reuse
@@ -366,26 +366,20 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     buffers stay alive across recomputed segments (in-place reuse inside a kernel,
     ``inplace_buffers``, is unaffected).
 
-    ``cpu_backward_layout_opt=False`` compiles a CPU backward graph without Inductor's layout
-    optimization (``layout_optimization``), which on the CPU puts every graph that contains a
-    convolution in channels-last: a backward that recomputes convolutions would then be laid out
-    unlike a backward that saves them (min-cut's), and its convolution backwards convert weights and
-    gradients between layouts in copies of their own."""
-    from torch._inductor import config
-    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    ``cpu_layout_opt=False`` compiles CPU graphs without Inductor's layout optimization
+    (``layout_optimization``), which on the CPU puts every graph that contains a convolution in
+    channels-last: a backward that recomputes convolutions is then laid out unlike the forward's
+    saved tensors or a backward that saves them (min-cut's), and its convolution backwards convert
+    between layouts in copies of their own."""
+    from torch._inductor.compile_fx import compile_fx
 
     patches: dict[str, Any] = {"custom_partitioner_fn": partitioner}
     if not reuse_buffers:
         patches["allow_buffer_reuse"] = False
-
-    def inner(graph: fx.GraphModule, inputs: Any, *args: Any, **kwargs: Any):
-        on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs)
-        if kwargs.get("is_backward") and on_cpu and not cpu_backward_layout_opt:
-            with config.patch(layout_optimization=False):
-                return compile_fx_inner(graph, inputs, *args, **kwargs)
-        return compile_fx_inner(graph, inputs, *args, **kwargs)
-
-    return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=patches)
+    on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
+    if on_cpu and not cpu_layout_opt:
+        patches["layout_optimization"] = False
+    return compile_fx(gm, example_inputs, config_patches=patches)
 
 
 def compile_without_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any):

@@ -72,10 +72,13 @@ class _Backend:
       graph's peak, so across recomputed segments the buffers of one segment's backward stayed
       alive into the next segment's rebuild (HF Llama, seq 1024, fxremat's plan: 100.6 MiB
       measured with it, 93.4 without, 92.6 predicted).
-    * On the CPU, the backward without layout optimization: Inductor puts every CPU graph that
-      contains a convolution in channels-last, so a backward that recomputes convolutions is laid
-      out unlike min-cut's, which saves them (HF ResNet-50, batch 8, 128 px: 177.2 MiB measured
-      with it, 156.0 without, 152.8 predicted)."""
+    * On the CPU, no layout optimization: Inductor puts every CPU graph that contains a
+      convolution in channels-last, so a backward that recomputes convolutions is laid out unlike
+      one that saves them (min-cut's), and its convolution backwards copy between layouts (HF
+      ResNet-50, batch 8, 128 px, fxremat's plan: 177.2 MiB measured with it on in both graphs or
+      off in the backward only, 156.0 off in both, 152.8 predicted; step 2.05 s backward-only,
+      1.71 s off in both, min-cut 1.84 s, 2026-12-01).  HF ConvNeXt-atto: 65.4 -> 53.2 MiB,
+      predicted 51.5."""
 
     def __init__(self, partitioner: Any, compiler: str, planned: bool = False):
         if compiler not in _COMPILERS:
@@ -87,7 +90,7 @@ class _Backend:
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         if self.compiler == "inductor":
             return _torch.compile_with_inductor(gm, example_inputs, self.partitioner, reuse_buffers=not self.planned,
-                                                cpu_backward_layout_opt=not self.planned)
+                                                cpu_layout_opt=not self.planned)
         return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)
 
     def __repr__(self) -> str:
