@@ -32,7 +32,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
-from .fusion import fused_values
+from .fusion import fused_values, readers_fusible
 
 __all__ = ["Role", "NodeFacts", "JointGraph", "analyze"]
 
@@ -229,38 +229,6 @@ def analyze(
     )
 
 
-def _kind(node: fx.Node, facts: Mapping[fx.Node, NodeFacts]) -> str:
-    """How Inductor treats ``node``: "pointwise", "reduction", "view" (no storage of its own) or "other"."""
-    tags = getattr(node.target, "tags", ()) if node.op == "call_function" else ()
-    if _torch.inductor_pointwise(node):
-        return "pointwise"
-    if getattr(torch.Tag, "reduction", None) in tags:
-        return "reduction"
-    if node.op == "call_function" and node.target is not operator.getitem and facts[node].storages and set(
-            facts[node].storages) <= {k for a in node.all_input_nodes for k in facts[a].storages}:
-        return "view"
-    return "other"
-
-
-def _readers_fusible(node: fx.Node, facts: Mapping[fx.Node, NodeFacts], outputs: set[fx.Node],
-                     among: set[fx.Node] | None = None) -> bool:
-    """Every reader of ``node`` (looking through views; only readers in ``among`` if given) is a
-    pointwise op or a reduction, and none is a graph output (conservative: Inductor would fuse
-    ``node`` into a returned reduction too)."""
-    for user in node.users:
-        if among is not None and user not in among:
-            continue
-        if user in outputs:
-            return False
-        k = _kind(user, facts)
-        if k == "view":
-            if not _readers_fusible(user, facts, outputs, among):
-                return False
-        elif k == "other":
-            return False
-    return True
-
-
 def _in_backward_graph(facts: Mapping[fx.Node, NodeFacts]) -> frozenset[fx.Node]:
     """The nodes that run in the backward graph when their stage is recomputed: backward nodes and
     the forward nodes they depend on (not forward nodes only the loss reads, such as the gather of
@@ -288,5 +256,6 @@ def _reusable_by_inductor(graph: fx.Graph, facts: Mapping[fx.Node, NodeFacts], f
     kernel that reads one last can write its result in place into the value's buffer when sizes
     match (the loss gradient into the saved logits)."""
     outputs = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    own = lambda n: frozenset(facts[n].storages)  # noqa: E731
     return frozenset(n for n in forward if any(u in in_backward for u in n.users)
-                     and _readers_fusible(n, facts, outputs, among=in_backward | {u for u in n.users if _kind(u, facts) == "view"}))
+                     and readers_fusible(n, own, outputs, among=in_backward.__contains__))

@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from . import _torch
 
-__all__ = ["fused_values"]
+__all__ = ["fused_values", "readers_fusible", "is_view"]
 
 # aten ops whose Inductor lowering uses exp, log, log10, log1p, log2, sigmoid or tanh: the ops
 # Inductor's CPU heuristic realizes rather than recompute in every reader.
@@ -52,6 +52,30 @@ def _heavy(node: fx.Node, cpu: bool) -> bool:
     return name in _HEAVY_ON_CPU
 
 
+def is_view(node: fx.Node, own: Callable[[fx.Node], frozenset]) -> bool:
+    """Whether ``node`` has no storage of its own: every storage it lives in is an input's."""
+    return (node.op == "call_function" and node.target is not operator.getitem and bool(own(node))
+            and own(node) <= {key for a in node.all_input_nodes for key in own(a)})
+
+
+def readers_fusible(node: fx.Node, own: Callable[[fx.Node], frozenset], returned: set[fx.Node],
+                    among: Callable[[fx.Node], bool] | None = None) -> bool:
+    """Every reader of ``node`` (looking through views; only readers ``among`` accepts, if given)
+    is a pointwise op or a reduction, and none is a graph output (conservative: Inductor would
+    fuse ``node`` into a returned reduction too)."""
+    reduction = getattr(torch.Tag, "reduction", None)
+    for user in node.users:
+        if among is not None and not among(user) and not is_view(user, own):
+            continue
+        if user.op != "call_function" or user in returned:
+            return False
+        if _torch.inductor_pointwise(user) or reduction in getattr(user.target, "tags", ()):
+            continue
+        if not (is_view(user, own) and readers_fusible(user, own, returned, among)):
+            return False
+    return True
+
+
 def fused_values(graph: fx.Graph, storages: Callable[[fx.Node], Iterable[object]],
                  readers: Callable[[fx.Node], int] | None = None) -> frozenset[fx.Node]:
     """The values of ``graph`` Inductor never allocates (see the module docstring); ``storages``
@@ -59,39 +83,26 @@ def fused_values(graph: fx.Graph, storages: Callable[[fx.Node], Iterable[object]
     its readers that run in the same compiled graph (default: all of them)."""
     readers = readers or (lambda node: len(node.users))
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
-    reduction = getattr(torch.Tag, "reduction", None)
-    own = {n: frozenset(storages(n)) for n in graph.nodes}
-
-    def is_view(node: fx.Node) -> bool:
-        return (node.op == "call_function" and node.target is not operator.getitem and bool(own[node])
-                and own[node] <= {key for a in node.all_input_nodes for key in own[a]})
-
-    def readers_fusible(node: fx.Node) -> bool:
-        for user in node.users:
-            if user.op != "call_function" or user in returned:
-                return False
-            if _torch.inductor_pointwise(user) or reduction in getattr(user.target, "tags", ()):
-                continue
-            if not (is_view(user) and readers_fusible(user)):
-                return False
-        return True
+    own = {n: frozenset(storages(n)) for n in graph.nodes}.__getitem__
+    thresholds = {cpu: _torch.inductor_realize_thresholds(cpu) for cpu in (True, False)}
+    view = lambda node: is_view(node, own)  # noqa: E731
 
     fused: set[fx.Node] = set()
     # The inlined computation of each unrealized value: (heavy on the CPU, op count, buffers read).
     cone: dict[fx.Node, tuple[bool, int, frozenset[fx.Node]]] = {}
     for n in graph.nodes:
-        if n in returned or not _torch.inductor_pointwise(n) or not readers_fusible(n):
+        if n in returned or not _torch.inductor_pointwise(n) or not readers_fusible(n, own, returned):
             continue
         cpu = all(t.device.type == "cpu" for t in _torch.tensors_in(n.meta.get("val")))
         heavy, ops, reads = _heavy(n, cpu), 1, set()
         for a in n.all_input_nodes:
-            base = _through_views(a, is_view, fused)
+            base = _through_views(a, view, fused)
             if base in cone:
                 h, o, r = cone[base]
                 heavy, ops, reads = heavy or h, ops + o, reads | r
             else:
                 reads.add(base)
-        opcount_threshold, acc_reads_threshold = _torch.inductor_realize_thresholds(cpu)
+        opcount_threshold, acc_reads_threshold = thresholds[cpu]
         if len(reads) > acc_reads_threshold:
             continue
         if readers(n) > 1 and (heavy or ops > opcount_threshold):
@@ -99,7 +110,7 @@ def fused_values(graph: fx.Graph, storages: Callable[[fx.Node], Iterable[object]
         fused.add(n)
         cone[n] = (heavy, ops, frozenset(reads))
     for n in graph.nodes:  # a view of a fused value has no buffer of its own to alias
-        if n not in fused and n not in returned and is_view(n) and any(a in fused for a in n.all_input_nodes):
+        if n not in fused and n not in returned and view(n) and any(a in fused for a in n.all_input_nodes):
             fused.add(n)
     return frozenset(fused)
 

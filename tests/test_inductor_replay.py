@@ -135,7 +135,7 @@ def test_fused_pointwise_chain_adds_no_bytes():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "memory._fused (like analysis._readers_fusible) conservatively refuses to fuse a value whose reader "
+    "fusion.readers_fusible (for the replay and the chain alike) conservatively refuses to fuse a value whose reader "
     "is a graph output: relu(x*2+1).sum() returned allocates relu in the Inductor-aware replay, though "
     "Inductor fuses it into the sum.  Fusing it keeps the value's inputs alive until the returned "
     "reader's position in the replay, which on the resnet_bn fxremat pair raised the replayed peak "
