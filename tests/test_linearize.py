@@ -17,7 +17,7 @@ import fxremat
 from fxremat import _torch
 from fxremat.analysis import analyze
 from fxremat.backend import min_cut_backend
-from fxremat.linearize import _gradient_bytes, linearize
+from fxremat.linearize import _gradient_bytes, _held_by_rebuild, linearize
 
 pytestmark = pytest.mark.usefixtures("fresh_compile")
 
@@ -94,9 +94,22 @@ def test_mask_read_by_every_layer_leaves_cuts_between_layers():
     assert len(mask_saved) >= layers, "a boundary in every layer, the mask saved with it"
 
 
-def test_every_parameter_gradient_counted_once():
+def _mlp():
+    return nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.ReLU()) for _ in range(4)]), (torch.randn(32, 64),)
+
+
+def _cnn():
+    layers = [nn.Conv2d(3, 8, 3, padding=1), nn.ReLU()] + [m for _ in range(3) for m in (nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())]
+    return nn.Sequential(*layers), (torch.randn(2, 3, 16, 16),)
+
+
+@pytest.mark.parametrize("make", [lambda: (PaddedEncoder(3), _inputs()), _mlp, _cnn], ids=["padded_encoder", "mlp", "cnn"])
+def test_every_parameter_gradient_counted_once(make):
+    """Every parameter's gradient in exactly one stage.  Before 2026-12-01 a value computed from
+    the data input and parameters counted as computed "from inputs alone", so on an MLP or a CNN,
+    whose first layer reads the data input, no gradient was counted at all."""
     torch.manual_seed(0)
-    model, inputs = PaddedEncoder(3), _inputs()
+    model, inputs = make()
     (jg,) = _joint_of(model, inputs)
     lin = linearize(jg, [])
     grads = _gradient_bytes(jg, lin.stage_of)
@@ -119,3 +132,42 @@ def test_masked_layers_match_eager_and_min_cut_exactly(p):
     for name in ref:
         torch.testing.assert_close(ours[name], ref[name], rtol=1e-5, atol=1e-6, msg=name)
         torch.testing.assert_close(ours[name], theirs[name], rtol=0, atol=0, msg=name)
+
+
+class ExpandedMaskLayers(nn.Module):
+    """Each layer expands one boolean mask into an additive float mask for its own attention (as
+    SDPA-based HF models do per layer): the float mask is read by the attention's forward and, in
+    the backward graph, by its backward."""
+
+    def __init__(self, layers: int = 3, d: int = 32) -> None:
+        super().__init__()
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        for qkv in self.qkv:
+            q, k, v = qkv(x).unsqueeze(1).chunk(3, dim=-1)
+            mask = torch.where(keep, 0.0, float("-inf"))  # after the projection: not a stage boundary
+            x = x + F.scaled_dot_product_attention(q, k, v, attn_mask=mask).squeeze(1)
+        return x
+
+
+def test_values_a_rebuilt_stage_holds_count_as_saved():
+    """A value the base plan does not save but that both the rebuild and the backward read (each
+    layer's float mask) is held from a recomputed stage's rebuild to its backward: its bytes count
+    in its stage's saved bytes (``linearize._held_by_rebuild``)."""
+    torch.manual_seed(0)
+    seq = 64
+    keep = torch.ones(seq, seq, dtype=torch.bool).tril()
+    model = ExpandedMaskLayers()
+    (jg,) = _joint_of(model, (torch.randn(2, seq, 32), keep))
+    masks = [n for n in jg.forward if n.target is torch.ops.aten.where.self]
+    assert len(masks) == len(model.qkv), masks
+    lin = linearize(jg, [])
+    held = _held_by_rebuild(jg, lin.stage_of, set())
+    for m in masks:
+        (key,) = jg.facts[m].storages
+        assert held.get(key) == lin.stage_of[m], (m, held)
+    mask_bytes = seq * seq * 4
+    stages = {lin.stage_of[m] for m in masks}
+    for st in stages:
+        assert lin.chain.saved_bytes[st - 1] >= mask_bytes, (st, lin.chain.saved_bytes)
