@@ -118,18 +118,25 @@ def can_replay_rng() -> bool:
 
 
 _INDEXING = ("gather", "index", "embedding")  # Inductor lowers these to indirect loads in a pointwise kernel
+# Ops without aten's pointwise tag that Inductor lowers to a pointwise kernel all the same (masked or
+# indexed loads, constants): a negative ``constant_pad_nd`` in the backward of a TF-style padded
+# convolution is computed inside its reader, so the gradient it crops stays alive until then.
+_LOADERS = ("constant_pad_nd", "slice_scatter", "select_scatter", "repeat", "scalar_tensor", "full", "iota",
+            "_unsafe_index", "copy")
 
 
 def inductor_pointwise(node: fx.Node) -> bool:
     """Whether Inductor computes ``node`` as a pointwise kernel it can fuse: ops tagged pointwise,
-    and gathers/indexing/embedding lookups (indirect loads)."""
+    gathers/indexing/embedding lookups (indirect loads) and the loaders of ``_LOADERS``."""
     if node.op != "call_function":
         return False
     target = node.target
     if torch.Tag.pointwise in getattr(target, "tags", ()):
         return True
     packet = getattr(target, "overloadpacket", None)
-    return packet is not None and packet.__name__ in _INDEXING and getattr(target, "_overloadname", "") in ("default", "Tensor")
+    if packet is None or getattr(target, "_overloadname", "") not in ("default", "Tensor"):
+        return False
+    return packet.__name__ in _INDEXING or packet.__name__ in _LOADERS
 
 
 def inductor_realize_thresholds(cpu: bool) -> tuple[int, int]:

@@ -39,6 +39,7 @@ import torch.fx as fx
 
 from .analysis import JointGraph, Role
 from .chain import Chain
+from .memory import backward_scratch_bytes
 
 __all__ = ["Linearization", "linearize", "fold_always_saved", "fold_gradients"]
 
@@ -73,12 +74,15 @@ class Linearization:
 
 
 def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = (),
-              score: Callable[[Chain], float] | None = None) -> Linearization:
+              score: Callable[[Chain], float] | None = None, outgoing: bool = True) -> Linearization:
     """Cut ``jg``'s forward into a chain.  ``base_saved``: the base plan's saved values (what the
     last segment keeps); ``always_saved``: values every plan saves (never recomputed: outputs
     of banned ops, values past caller-visible tensors), which the chain counts in every segment.
     ``score`` (lower is better, e.g. the chain's least peak) chooses the long-lived storages
-    (:func:`_long_lived`); without it, the choice that gives the most boundaries is taken."""
+    (:func:`_long_lived`); without it, the choice that gives the most boundaries is taken.
+    ``outgoing=False``: the leaner model whose stage transients leave out the gradient a stage's
+    backward writes for its input and a convolution backward's scratch (neither model is always
+    closer to the replay: the partitioner plans on both)."""
     base_saved, always_saved = list(base_saved), list(always_saved)
     forward = jg.forward
     pos = {node: k for k, node in enumerate(forward)}
@@ -101,7 +105,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     pinned = _pinned(jg, born)
     tracked = [key for key in born if key not in pinned]
     options = _long_lived(tracked, born, last_use, readers, len(forward))
-    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived)  # noqa: E731
+    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, outgoing)  # noqa: E731
     if score is None or len(options) == 1:
         return build(options[-1])
     # Each choice is a consistent model (its long-lived storages are saved by every plan of it):
@@ -110,7 +114,8 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
 
 
 def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node], born: dict[object, int],
-           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object]) -> Linearization:
+           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object],
+           outgoing: bool = True) -> Linearization:
     """The chain whose boundaries are those of ``tracked`` minus ``long_lived`` storages."""
     forward, facts = jg.forward, jg.facts
     tracked = [key for key in tracked if key not in long_lived]
@@ -160,7 +165,15 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     # A crossing storage that every plan saves anyway costs a checkpoint nothing more.
     output = [0] + [0 if crossing_key[k] in always_keys else jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]
     gradient = [_incoming_gradient(jg, crossing_key[k], output[i + 1], reusable[i]) for i, k in enumerate(boundaries)] + [0]
-    transient = [gradient[i] + largest[i] for i in range(n)]
+    # When stage i's backward writes the gradient of its input x_{i-1} (a buffer of its own unless
+    # x_{i-1} is fused, whose gradient is the one coming in), the incoming one is still alive, and
+    # so is a convolution backward's scratch.
+    fused_input = [True] + [jg.storage_owner.get(crossing_key[k]) in jg.fused for k in boundaries]
+    scratch = [0] * n
+    for node in forward:
+        scratch[stage_of[node] - 1] = max(scratch[stage_of[node] - 1], backward_scratch_bytes(node))
+    written = [(0 if fused_input[i] else gradient[i - 1]) + scratch[i] if outgoing else 0 for i in range(n)]
+    transient = [gradient[i] + max(largest[i], written[i]) for i in range(n)]
     saved, transient = fold_always_saved(saved, transient, fixed)
     activations = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     transient = fold_gradients(transient, _gradient_bytes(jg, stage_of))
@@ -196,13 +209,33 @@ def _held_by_rebuild(jg: JointGraph, stage_of: dict[fx.Node, int], counted: set[
 
 
 def _incoming_gradient(jg: JointGraph, key: object, nbytes: int, reusable: set[int]) -> int:
-    """Bytes the gradient of a stage's output adds while the stage's backward runs: none under
-    Inductor if the output is fused into its readers (its gradient is fused too) or if the stage
-    saves a buffer of the same size that only pointwise backward kernels read (the gradient is
-    written into it in place, as the loss gradient into the saved logits)."""
-    if jg.storage_owner.get(key) in jg.fused or nbytes in reusable:
+    """Bytes the gradient of a stage's output adds while the stage's backward runs: none if the
+    stage saves a buffer of the same size that only pointwise backward kernels read (the gradient is
+    written into it in place, as the loss gradient into the saved logits).  Under Inductor the
+    gradient of an output fused into its readers is fused too: what stays alive is the gradient of
+    the values it is fused into (a ReLU6 output fused into a padding: the padded gradient, read
+    cropped by the stage's backward kernel)."""
+    owner = jg.storage_owner.get(key)
+    if nbytes in reusable:
         return 0
+    if owner in jg.fused:
+        return max((jg.storage_bytes[k] for v in _realized_readers(jg, owner) for k in jg.facts[v].storages), default=0)
     return nbytes
+
+
+def _realized_readers(jg: JointGraph, node: fx.Node) -> set[fx.Node]:
+    """The allocated forward values a fused ``node`` flows into, through its fused readers."""
+    out, todo, seen = set(), [node], {node}
+    while todo:
+        for user in todo.pop().users:
+            if user in seen or jg.facts[user].role is not Role.FORWARD:
+                continue
+            seen.add(user)
+            if user in jg.fused:
+                todo.append(user)
+            else:
+                out.add(user)
+    return out
 
 
 def fold_always_saved(saved: list[int], transient: list[int], fixed: list[int]) -> tuple[list[int], list[int]]:

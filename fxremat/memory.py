@@ -91,6 +91,14 @@ def scratch_bytes(node: fx.Node) -> int:
     return 0
 
 
+def backward_scratch_bytes(node: fx.Node) -> int:
+    """:func:`scratch_bytes` of the backward kernel of forward node ``node`` (a convolution's
+    backward reorders its output's gradient, its input and its weight)."""
+    if getattr(node.target, "overloadpacket", None) is torch.ops.aten.convolution:
+        return _nbytes(node) + _nbytes(node.args[0]) + _nbytes(node.args[1])
+    return 0
+
+
 def _storages(node: fx.Node) -> list[tuple[object, int]]:
     return [(_torch.storage_key(t), _torch.storage_nbytes(t)) for t in _torch.tensors_in(node.meta.get("val"))]
 
