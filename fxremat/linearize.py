@@ -24,9 +24,11 @@ layers, such as a padding mask, see :func:`_long_lived`; every plan saves them,
 ``saved_bytes`` into the ``transient_bytes`` of their own and every later stage, so that the
 chain's peak counts them in every segment's backward, not only in the last segment.  A storage that
 crosses several boundaries is pinned or is the crossing storage of a single deduplicated
-boundary, so it never appears twice in one chain.  Each stage's transient also holds the
-gradients of every later stage (:func:`fold_gradients`) and its largest storage besides its
-output that is allocated at all (not fused by Inductor into its readers, ``JointGraph.fused``).
+boundary, so it never appears twice in one chain.  Each stage's transient holds the gradient of
+its output, the gradients of every later stage (:func:`fold_gradients`) and the larger of its
+largest storage besides its output that is allocated at all (not fused by Inductor into its
+readers, ``JointGraph.fused``) and what its backward writes while its output's gradient is alive
+(its input's gradient and a convolution backward's scratch; not in the ``outgoing=False`` variant).
 """
 
 from __future__ import annotations

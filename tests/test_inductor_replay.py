@@ -6,7 +6,8 @@ as in the partitioner's graphs) and replayed as the forward of a pair whose back
 Real pairs come from the partitioner run in Inductor mode (``compiler="inductor"`` in its
 kwargs, Inductor's decomposition table) with no-op compilers, so the graphs run as FX code.
 
-Invariants: fused pointwise intermediates add no bytes; a pointwise result whose same-size input
+Invariants: fused pointwise intermediates add no bytes (ops tagged pointwise, gathers, and the
+loaders Inductor computes pointwise without the tag, such as ``constant_pad_nd``); a pointwise result whose same-size input
 dies at it adds no bytes at its step (and does when the input lives on, or sizes differ); a
 value the graph returns is never fused; on real pairs the Inductor-aware peak is at most the
 plain one.
@@ -64,6 +65,17 @@ def test_pointwise_tagged_ops_are_inductor_pointwise(target):
 @pytest.mark.parametrize("target", INDEXING, ids=str)
 def test_gathers_and_lookups_are_inductor_pointwise(target):
     assert torch.Tag.pointwise not in target.tags  # counted as pointwise by name, not by tag
+    assert _torch.inductor_pointwise(_node(target))
+
+
+LOADERS = [aten.constant_pad_nd.default, aten.slice_scatter.default, aten.select_scatter.default, aten.repeat.default,
+           aten.full.default, aten.scalar_tensor.default, aten.copy.default]
+
+
+@pytest.mark.parametrize("target", LOADERS, ids=str)
+def test_untagged_loaders_are_inductor_pointwise(target):
+    """Ops aten does not tag pointwise that Inductor lowers to a pointwise kernel all the same."""
+    assert torch.Tag.pointwise not in target.tags
     assert _torch.inductor_pointwise(_node(target))
 
 
@@ -258,6 +270,21 @@ def test_gather_feeding_pointwise_is_fused():
     gm, _, ind = _replay(lambda w, i: (torch.nn.functional.embedding(i, w),), w, idx)
     (emb,) = _named(gm, aten.embedding.default)
     assert emb not in _fused(gm.graph) and ind[emb.name] == _nbytes(emb)
+
+
+def test_cropped_gradient_stays_alive_until_its_reader():
+    """The backward of a TF-style padded convolution crops its input gradient with a negative
+    ``constant_pad_nd``; Inductor computes the crop inside its reader, so the uncropped gradient
+    (a matmul's result here) stays alive until that reader runs, and the crop is never allocated."""
+    def fn(g, w, x):
+        grad = g @ w  # (65, 64): realized by the matmul
+        cropped = torch.constant_pad_nd(grad, [0, 0, 0, -1])  # (64, 64)
+        return ((cropped * x).sum(0) * 2,)
+    gm, _, ind = _replay(fn, torch.randn(65, 64), torch.randn(64, 64), torch.randn(64, 64))
+    (pad,), (mul,) = _named(gm, aten.constant_pad_nd.default), _named(gm, aten.mul.Tensor)[:1]
+    (mm,) = _named(gm, aten.mm.default)
+    assert pad in _fused(gm.graph) and mul in _fused(gm.graph)
+    assert ind[pad.name] == ind[mm.name] == _nbytes(mm)
 
 
 def _late_reduction(x, w1, w2, w3):

@@ -171,3 +171,22 @@ def test_values_a_rebuilt_stage_holds_count_as_saved():
     stages = {lin.stage_of[m] for m in masks}
     for st in stages:
         assert lin.chain.saved_bytes[st - 1] >= mask_bytes, (st, lin.chain.saved_bytes)
+
+
+@pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp", "cnn"])
+def test_stage_transient_holds_incoming_and_written_gradient(make):
+    """While a stage's backward writes the gradient of its input, the gradient of its output is
+    still alive: without Inductor (nothing fused, nothing written in place) each inner stage's
+    transient on the activation chain holds both, and a convolution's adds its backward's scratch
+    (the reordered gradient, input and weight); the lean variant (``outgoing=False``) holds only
+    the incoming one and its largest intermediate."""
+    torch.manual_seed(0)
+    model, inputs = make()
+    (jg,) = _joint_of(model, inputs)
+    full, lean = linearize(jg, []).activation_chain, linearize(jg, [], outgoing=False).activation_chain
+    assert full.n == lean.n >= 4
+    o = full.output_bytes
+    for i in range(2, full.n):  # stages 2..n-1: both boundaries are real activations
+        assert full.transient_bytes[i - 1] >= o[i] + o[i - 1], (i, full.transient_bytes, o)
+        assert full.transient_bytes[i - 1] >= lean.transient_bytes[i - 1]
+    assert full.transient_bytes != lean.transient_bytes
