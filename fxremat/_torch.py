@@ -103,6 +103,12 @@ def storage_nbytes(t: torch.Tensor) -> int:
     return hint(t.untyped_storage().nbytes())
 
 
+def value_nbytes(value: Any) -> int:
+    """Bytes of the tensor an FX node computes (its ``meta["val"]``); 0 for anything else."""
+    val = value.meta.get("val") if isinstance(value, fx.Node) else None
+    return hint(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
 # -- joint-graph facts -----------------------------------------------------------------------
 def checkpoint_policy(node: fx.Node) -> str | None:
     """``"must_save"``, ``"prefer_save"``, ``"must_recompute"``, ``"prefer_recompute"`` or None."""

@@ -28,7 +28,8 @@ boundary, so it never appears twice in one chain.  Each stage's transient holds 
 its output, the gradients of every later stage (:func:`fold_gradients`) and the larger of its
 largest storage besides its output that is allocated at all (not fused by Inductor into its
 readers, ``JointGraph.fused``) and what its backward writes while its output's gradient is alive
-(its input's gradient and a convolution backward's scratch; not in the ``outgoing=False`` variant).
+(its input's gradient and a convolution backward's scratch; ``Linearization.lean_chain`` leaves
+that out: a second model of the same cuts, which the partitioner also plans on under Inductor).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class Linearization:
     # the same chain without the parameter gradients (fold_gradients): what a memory_budget
     # constrains (activations; gradients are alive whatever the plan); None: same as ``chain``
     activation_chain: Chain | None = None
+    # the same chain with the lean stage transients (no input gradient written, no convolution
+    # backward scratch): a second model of the same cuts, for the partitioner's candidates
+    lean_chain: Chain | None = None
 
     def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
         """The values to save for a plan: the long-lived values, the checkpoints' crossing values,
@@ -76,15 +80,12 @@ class Linearization:
 
 
 def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = (),
-              score: Callable[[Chain], float] | None = None, outgoing: bool = True) -> Linearization:
+              score: Callable[[Chain], float] | None = None) -> Linearization:
     """Cut ``jg``'s forward into a chain.  ``base_saved``: the base plan's saved values (what the
     last segment keeps); ``always_saved``: values every plan saves (never recomputed: outputs
     of banned ops, values past caller-visible tensors), which the chain counts in every segment.
     ``score`` (lower is better, e.g. the chain's least peak) chooses the long-lived storages
-    (:func:`_long_lived`); without it, the choice that gives the most boundaries is taken.
-    ``outgoing=False``: the leaner model whose stage transients leave out the gradient a stage's
-    backward writes for its input and a convolution backward's scratch (neither model is always
-    closer to the replay: the partitioner plans on both)."""
+    (:func:`_long_lived`); without it, the choice that gives the most boundaries is taken."""
     base_saved, always_saved = list(base_saved), list(always_saved)
     forward = jg.forward
     pos = {node: k for k, node in enumerate(forward)}
@@ -107,7 +108,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     pinned = _pinned(jg, born)
     tracked = [key for key in born if key not in pinned]
     options = _long_lived(tracked, born, last_use, readers, len(forward))
-    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, outgoing)  # noqa: E731
+    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived)  # noqa: E731
     if score is None or len(options) == 1:
         return build(options[-1])
     # Each choice is a consistent model (its long-lived storages are saved by every plan of it):
@@ -116,8 +117,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
 
 
 def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node], born: dict[object, int],
-           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object],
-           outgoing: bool = True) -> Linearization:
+           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object]) -> Linearization:
     """The chain whose boundaries are those of ``tracked`` minus ``long_lived`` storages."""
     forward, facts = jg.forward, jg.facts
     tracked = [key for key in tracked if key not in long_lived]
@@ -174,11 +174,15 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     scratch = [0] * n
     for node in forward:
         scratch[stage_of[node] - 1] = max(scratch[stage_of[node] - 1], backward_scratch_bytes(node))
-    written = [(0 if fused_input[i] else gradient[i - 1]) + scratch[i] if outgoing else 0 for i in range(n)]
+    written = [(0 if fused_input[i] else gradient[i - 1]) + scratch[i] for i in range(n)]
     transient = [gradient[i] + max(largest[i], written[i]) for i in range(n)]
-    saved, transient = fold_always_saved(saved, transient, fixed)
+    lean = [gradient[i] + largest[i] for i in range(n)]
+    folded_saved, transient = fold_always_saved(saved, transient, fixed)
+    _, lean = fold_always_saved(saved, lean, fixed)
+    saved = folded_saved
     activations = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
-    transient = fold_gradients(transient, _gradient_bytes(jg, stage_of))
+    gradients = _gradient_bytes(jg, stage_of)
+    transient, lean = fold_gradients(transient, gradients), fold_gradients(lean, gradients)
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
     for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
         if key in jg.storage_owner:
@@ -186,7 +190,8 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     kept = tuple(jg.storage_owner[key] for key in long_lived if key in jg.storage_owner)
-    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations)
+    lean_chain = Chain(tuple(output), tuple(saved), tuple(lean), tuple(cost))
+    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations, lean_chain)
 
 
 def _held_by_rebuild(jg: JointGraph, stage_of: dict[fx.Node, int], counted: set[object]) -> dict[object, int]:

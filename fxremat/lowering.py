@@ -40,7 +40,7 @@ def keep_matmuls_in_place(gm: fx.GraphModule) -> int:
             continue
         later = [a for a in user.args if isinstance(a, fx.Node) and a not in _chain(node, user) and position[a] > position[node]]
         a, b = node.args
-        if not later or _nbytes(a) + _nbytes(b) <= _nbytes(node):
+        if not later or _torch.value_nbytes(a) + _torch.value_nbytes(b) <= _torch.value_nbytes(node):
             continue
         with graph.inserting_before(node):
             bt = _call(graph, _aten.permute.default, b, [1, 0])
@@ -94,8 +94,3 @@ def _call(graph: fx.Graph, target, *args) -> fx.Node:
     vals = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
     node.meta["val"] = target(*vals)
     return node
-
-
-def _nbytes(node: fx.Node) -> int:
-    val = node.meta.get("val")
-    return _torch.hint(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0

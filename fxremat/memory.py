@@ -71,9 +71,7 @@ class Timeline:
         return max((a - s for a, s in zip(self.bytes_alive, scratch)), default=0)
 
 
-def _nbytes(arg) -> int:
-    val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
-    return _torch.hint(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0
+_bytes = _torch.value_nbytes
 
 
 def scratch_bytes(node: fx.Node) -> int:
@@ -83,11 +81,11 @@ def scratch_bytes(node: fx.Node) -> int:
     packet = getattr(node.target, "overloadpacket", None)
     aten = torch.ops.aten
     if packet is aten.convolution:
-        return _nbytes(node.args[0]) + _nbytes(node.args[1])
+        return _bytes(node.args[0]) + _bytes(node.args[1])
     if packet is aten.convolution_backward:
-        return _nbytes(node.args[0]) + _nbytes(node.args[1]) + _nbytes(node.args[2])
+        return _bytes(node.args[0]) + _bytes(node.args[1]) + _bytes(node.args[2])
     if packet is aten.native_batch_norm_backward:
-        return _nbytes(node.args[1])
+        return _bytes(node.args[1])
     return 0
 
 
@@ -95,7 +93,7 @@ def backward_scratch_bytes(node: fx.Node) -> int:
     """:func:`scratch_bytes` of the backward kernel of forward node ``node`` (a convolution's
     backward reorders its output's gradient, its input and its weight)."""
     if getattr(node.target, "overloadpacket", None) is torch.ops.aten.convolution:
-        return _nbytes(node) + _nbytes(node.args[0]) + _nbytes(node.args[1])
+        return _bytes(node) + _bytes(node.args[0]) + _bytes(node.args[1])
     return 0
 
 

@@ -224,8 +224,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             # plan of either can be the lower (HF ResNet-50: the lean one's by 10 MiB;
             # MobileNetV2: the full one's by 10 MiB).  Without Inductor every gradient is a
             # buffer of its own: the full model is the faithful one.
-            lin_lean = linearize(jg, base_tensors, always, score=least, outgoing=False)
-            out.append(evaluate(lin_lean, least_peak_plan(lin_lean.chain)))
+            lean = least_peak_plan(lin.lean_chain)
+            out.append(evaluate(lin, make_plan(lin.chain, lean.checkpoints)))
         return out
 
     met: bool | None = None
