@@ -47,6 +47,8 @@ def keep_matmuls_in_place(gm: fx.GraphModule) -> int:
             at = _call(graph, _aten.permute.default, a, [1, 0])
             product = _call(graph, _aten.mm.default, bt, at)
             out = _call(graph, _aten.permute.default, product, [1, 0])
+        for new in (bt, at, product, out):  # in the matmul's place (a later rewrite may read them)
+            position[new] = position[node]
         node.replace_all_uses_with(out)
         graph.erase_node(node)
         rewritten += 1

@@ -71,6 +71,24 @@ def test_late_add_is_rewritten_exactly():
     torch.testing.assert_close(real(*ARGS)[0], ref(*ARGS)[0])
 
 
+def _shared_weight_gradient(a1, b1, a2, b2, a3, b3, x):
+    """A weight used by three layers (ALBERT's shared layer): its gradient is a sum of matmuls,
+    each added to the sum of the ones before, which the previous rewrite produced."""
+    g = a1.t() @ b1
+    g = a2.t() @ b2 + g
+    return (a3.t() @ b3 + g + torch.tanh(x),)
+
+
+def test_rewrites_that_read_earlier_rewrites():
+    args = tuple(torch.randn(256, k) for k in (64, 32) * 3) + (torch.randn(64, 32),)
+    gm = make_fx(_shared_weight_gradient, tracing_mode="fake")(*args)
+    ref = make_fx(_shared_weight_gradient)(*args)
+    keep_matmuls_in_place(gm)  # a new node read by a later add has the position of the mm it replaced
+    gm.graph.lint()
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*args)[0], ref(*args)[0])
+
+
 def test_early_operand_or_small_operands_are_left_alone():
     def early(a, b, x):
         late = torch.tanh(x)
