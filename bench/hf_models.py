@@ -13,7 +13,8 @@ for the language models, the logits for the vision models (the loss is then cros
 
 Families (``FAMILIES``): ``gpt2-eager`` and ``gpt2-sdpa`` (GPT-2 with either attention
 implementation), ``llama``, ``bert`` (masked LM, dropout 0.1 everywhere BERT has dropout), ``t5``
-(encoder-decoder, labels for the decoder), ``vit``, ``convnext``, ``resnet`` (ResNet-50 layout),
+(encoder-decoder, labels for the decoder), ``qwen2`` (grouped-query attention, LM head tied to the
+embedding), ``bart`` (encoder-decoder with learned positions), ``vit``, ``convnext``, ``resnet`` (ResNet-50 layout),
 ``mobilenetv2`` and ``efficientnet`` (B0).  Dropout is off in every other model, so gradients can be
 compared with eager's.  The language models come with and without a padded ``attention_mask``
 (right padding: the last quarter of the second sequence is padding, its labels ignored).
@@ -169,6 +170,35 @@ def build_t5(layers: int, d: int, heads: int, seq: int, target_seq: int, batch: 
     return _lm(hf, tensors)
 
 
+def build_qwen2(layers: int, d: int, heads: int, kv_heads: int, ffn: int, seq: int, batch: int, vocab: int,
+                mask: bool) -> Built:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=d, intermediate_size=ffn, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=seq,
+                      attention_dropout=0.0, tie_word_embeddings=True, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return _lm(Qwen2ForCausalLM(cfg), _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+def build_bart(layers: int, d: int, heads: int, seq: int, target_seq: int, batch: int, vocab: int, mask: bool) -> Built:
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    cfg = BartConfig(vocab_size=vocab, d_model=d, encoder_layers=layers, decoder_layers=layers,
+                     encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=4 * d,
+                     decoder_ffn_dim=4 * d, max_position_embeddings=max(seq, target_seq), dropout=0.0,
+                     attention_dropout=0.0, activation_dropout=0.0, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    hf = BartForConditionalGeneration(cfg)
+    tensors = {"input_ids": torch.randint(4, vocab, (batch, seq))}
+    labels = torch.randint(4, vocab, (batch, target_seq))
+    if mask:
+        tensors["attention_mask"] = _padding_mask(batch, seq)
+        labels[_padding_mask(batch, target_seq) == 0] = IGNORE
+    tensors["labels"] = labels
+    return _lm(hf, tensors)
+
+
 # ---------------------------------------------------------------------------------- vision
 
 
@@ -238,6 +268,8 @@ FAMILIES: dict[str, Family] = {
     "llama": Family(build_llama, "LlamaForCausalLM", {}, True),
     "bert": Family(build_bert, "BertForMaskedLM", {}, True),
     "t5": Family(build_t5, "T5ForConditionalGeneration", {}, True),
+    "qwen2": Family(build_qwen2, "Qwen2ForCausalLM", {}, True),
+    "bart": Family(build_bart, "BartForConditionalGeneration", {}, True),
     "vit": Family(build_vit, "ViTForImageClassification", {}, False),
     "convnext": Family(build_convnext, "ConvNextForImageClassification", {}, False),
     "resnet": Family(build_resnet, "ResNetForImageClassification", {}, False),
@@ -250,6 +282,8 @@ _GPT2 = dict(layers=12, d=256, heads=4, vocab=8192)
 _LLAMA = dict(layers=8, d=256, heads=4, ffn=688, vocab=8192)
 _BERT = dict(layers=6, d=256, heads=4, vocab=8192, dropout=0.1)
 _T5 = dict(layers=4, d=256, heads=4, vocab=8192)
+_QWEN2 = dict(layers=8, d=256, heads=8, kv_heads=2, ffn=688, vocab=8192)  # grouped-query attention, tied head
+_BART = dict(layers=4, d=256, heads=4, vocab=8192)
 _VIT = dict(layers=12, d=192, heads=3, patch=8)  # ViT-tiny widths, patch 8
 _CONVNEXT = dict(depths=(2, 2, 6, 2), widths=(40, 80, 160, 320))  # ConvNeXt-atto
 _RESNET = dict(depths=(3, 4, 6, 3), widths=(256, 512, 1024, 2048), stem=64, layer_type="bottleneck")  # ResNet-50
@@ -275,6 +309,16 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "t5": {
         "weights": dict(_T5, seq=256, target_seq=64, batch=2),
         "activations": dict(_T5, seq=1024, target_seq=256, batch=2),
+        "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, target_seq=16, batch=2),
+    },
+    "qwen2": {
+        "weights": dict(_QWEN2, seq=256, batch=2),
+        "activations": dict(_QWEN2, seq=1024, batch=2),
+        "tiny": dict(layers=2, d=32, heads=4, kv_heads=2, ffn=64, vocab=128, seq=32, batch=2),
+    },
+    "bart": {
+        "weights": dict(_BART, seq=256, target_seq=64, batch=2),
+        "activations": dict(_BART, seq=1024, target_seq=256, batch=2),
         "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, target_seq=16, batch=2),
     },
     "vit": {

@@ -47,10 +47,21 @@ OP_BOUNDARY_TOL = 0.01
 # every model is within 10% (torch 2.13, CPU).
 KNOWN_GAPS: dict[str, str] = {}
 OP_BOUNDARY_GAPS: dict[str, str] = {}
+# On AVX512 CPUs oneDNN picks other convolution kernels, whose in-op scratch the model does not
+# know: the DenseNet's measured peak is inside a convolution backward (AMD
+# EPYC, AVX512, torch 2.13.0, 2026-12-02: predicted 671,368 B, of which 137,984 B modelled scratch;
+# measured 786,672 B; between ops within 1%, as test_predicted_peak_matches_op_boundaries checks).
+# Not strict: which kernel oneDNN runs depends on the processor, not only on its ISA level.
+ISA_GAPS: dict[str, str] = {} if torch.backends.cpu.get_cpu_capability() != "AVX512" else {
+    "densenet": "AVX512: a oneDNN convolution backward allocates ~115 KB more scratch than "
+                "memory.scratch_bytes models (predicted 671,368 B, measured 786,672 B)",
+}
 
 
 def _params(gaps: dict[str, str]) -> list:
-    return [pytest.param(n, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=gaps[n])) if n in gaps else n
+    return [pytest.param(n, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=gaps[n])) if n in gaps
+            else pytest.param(n, marks=pytest.mark.xfail(raises=AssertionError, strict=False, reason=ISA_GAPS[n]))
+            if n in ISA_GAPS and gaps is KNOWN_GAPS else n
             for n in ZOO]
 
 

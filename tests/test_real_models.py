@@ -3,7 +3,8 @@
 Each case is a tiny config (2 layers, width 32, sequence 32 or 32x32 images) of a model of the
 real-model suite (``python -m bench.real``): GPT-2 (sdpa with a padded attention mask; eager
 attention without), Llama (padded mask), BERT (masked LM, dropout 0.1, padded mask), T5
-(encoder-decoder with labels, with and without a padded mask), ViT, ConvNeXt, ResNet, EfficientNet
+(encoder-decoder with labels, with and without a padded mask), Qwen2 (grouped-query attention, padded
+mask), BART (encoder-decoder, padded mask), ViT, ConvNeXt, ResNet, EfficientNet
 (depthwise convolutions, squeeze-excite).  Two training steps (the second on fresh inputs, so a stale saved or
 recomputed activation would show) through ``fxremat.make_backend(compiler="eager")`` are compared
 with eager (``rtol=atol=1e-5``, as tests/test_end_to_end.py) and with PyTorch's min-cut partitioner
@@ -41,6 +42,8 @@ CASES = {  # test id -> (family, padded attention mask)
     "bert-dropout-mask": ("bert", True),
     "t5": ("t5", False),
     "t5-mask": ("t5", True),
+    "qwen2-mask": ("qwen2", True),
+    "bart-mask": ("bart", True),
     "vit": ("vit", False),
     "convnext": ("convnext", False),
     "resnet": ("resnet", False),
