@@ -97,9 +97,9 @@ class SPBlock(nn.Module):
         import torch.distributed._functional_collectives as funcol
 
         group = dist.group.WORLD
-        full = funcol.all_gather_single_autograd(self.norm(x), 0, group)
+        full = funcol.all_gather_tensor_autograd(self.norm(x), 0, group)
         y = self.fc2(F.gelu(self.fc1(full)))
-        return x + funcol.reduce_scatter_single_autograd(y, "sum", 0, group) / dist.get_world_size()
+        return x + funcol.reduce_scatter_tensor_autograd(y, "sum", 0, group) / dist.get_world_size()
 
 
 class Net(nn.Module):

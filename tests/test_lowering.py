@@ -126,3 +126,36 @@ def test_tied_lm_head_gradient_is_not_deferred():
     assert not any(_deferred_pairs(bw) for bw in fx_bws)
     for (name, p), q in zip(fx_built.module.named_parameters(), ref.module.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+class _SharedLayer(torch.nn.Module):
+    """One pre-norm transformer layer applied six times (ALBERT's weight sharing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True, norm_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(6):
+            x = self.layer(x)
+        return x
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_layer_shared_across_depth_is_planned_for_inductor():
+    """Each shared weight's gradient is a chain of matmul-adds, each add reading the previous
+    rewrite: planned for Inductor (no kernel compiled), fxremat plans it (no fallback) and the
+    gradients equal eager's (to 1e-6 of each gradient's largest entry: six applications make them
+    large, ~1e3)."""
+    torch.manual_seed(0)
+    model, x = _SharedLayer(), torch.randn(4, 32, 64)
+    loss_of(model(x)).backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    import fxremat
+
+    calls = []
+    loss_of(torch.compile(model, backend=inductor_mode_backend(partition, calls))(x)).backward()
+    assert calls and [r.chosen for r in fxremat.last_reports()] == ["fxremat"], "fxremat fell back"
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, ref[name], rtol=1e-5, atol=1e-6 * ref[name].abs().max().item(), msg=name)
