@@ -1,0 +1,145 @@
+"""Breadth check: every case of bench/breadth_models.py through fxremat and through min-cut.
+
+    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (~4 min)
+    python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
+    python -m bench.breadth --inductor mistral swin   # a subset, by name
+    python -m bench.breadth --list
+
+For each case: two training steps (seeded, so random ops draw alike) in eager, through
+``min_cut_backend`` and through ``fxremat.make_backend`` (the same compiler); the largest gradient
+error of each against eager, relative to each gradient's largest entry, and fxremat's against
+min-cut's; whether fxremat planned every graph (a fallback logs a warning, printed); with
+``--inductor`` the measured peak of one step of each (fxremat.profiling.peak_of_training_step) and
+the predicted peaks.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
+than eager's unless ``--fallback-random``: compare such cases with min-cut, not eager.
+A JSON line per case goes to --json if given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import torch
+
+import fxremat
+from fxremat.backend import min_cut_backend
+from fxremat.profiling import output_loss, peak_of_training_step
+
+from .breadth_models import CASES
+
+MIB = 2**20
+
+
+def _step(model: torch.nn.Module, inputs: tuple, loss_fn, fn, seed: int):
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    out = fn(*inputs)
+    loss = loss_fn(out) if loss_fn else output_loss(out)
+    loss.backward()
+    return loss.detach().clone(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _error(a, b) -> tuple[float, str]:
+    """Largest difference of ``a`` from ``b`` (loss, then each gradient relative to its largest entry)."""
+    (la, ga), (lb, gb) = a, b
+    if ga.keys() != gb.keys():
+        return float("inf"), f"gradients of {sorted(set(ga) ^ set(gb))} on one side only"
+    worst = ((la - lb).abs().item(), "loss")
+    for k, g in gb.items():
+        worst = max(worst, ((ga[k] - g).abs().max().item() / max(g.abs().max().item(), 1e-12), k))
+    return worst
+
+
+def run_case(name: str, compiler: str, warnings: io.StringIO) -> dict[str, Any]:
+    model, inputs, loss_fn = CASES[name]()
+    model.train()
+    steps = lambda fn: [_step(model, inputs, loss_fn, fn, seed) for seed in (1, 2)]  # noqa: E731
+    out: dict[str, Any] = {"case": name, "compiler": compiler}
+    eager = steps(model)
+    torch._dynamo.reset()
+    mc = torch.compile(model, backend=min_cut_backend(compiler=compiler))
+    mc_steps = steps(mc)
+    if compiler == "inductor":
+        out["min_cut_peak_mib"] = peak_of_training_step(mc, inputs, loss_fn) / MIB
+    torch._dynamo.reset()
+    fxremat.last_reports(clear=True)
+    warnings.seek(0)
+    warnings.truncate()
+    fx = torch.compile(model, backend=fxremat.make_backend(compiler=compiler))
+    fx_steps = steps(fx)
+    if compiler == "inductor":
+        out["fxremat_peak_mib"] = peak_of_training_step(fx, inputs, loss_fn) / MIB
+    reports = fxremat.last_reports()
+    out["graphs"] = [{"chosen": r.chosen, "stages": r.stages, "predicted_mib": r.predicted_peak_bytes / MIB,
+                      "min_cut_predicted_mib": r.min_cut.peak_bytes / MIB} for r in reports]
+    out["fallback_warnings"] = warnings.getvalue().strip()
+    out["fxremat_vs_eager"] = max(_error(a, b) for a, b in zip(fx_steps, eager))
+    out["min_cut_vs_eager"] = max(_error(a, b) for a, b in zip(mc_steps, eager))
+    out["fxremat_vs_min_cut"] = max(_error(a, b) for a, b in zip(fx_steps, mc_steps))
+    return out
+
+
+def _line(r: dict[str, Any]) -> str:
+    graphs = " ".join(f"{g['chosen']}({g['stages']})" for g in r["graphs"]) or "no graph"
+    peaks = ""
+    if "fxremat_peak_mib" in r:
+        peaks = (f"  peak {r['fxremat_peak_mib']:7.2f} vs min-cut {r['min_cut_peak_mib']:7.2f} MiB "
+                 f"({r['fxremat_peak_mib'] / r['min_cut_peak_mib']:.3f})")
+    errs = (f"  err vs eager {r['fxremat_vs_eager'][0]:.1e} (min-cut {r['min_cut_vs_eager'][0]:.1e}), "
+            f"vs min-cut {r['fxremat_vs_min_cut'][0]:.1e}")
+    warn = f"\n      warning: {r['fallback_warnings']}" if r["fallback_warnings"] else ""
+    return f"{r['case']:20s} {graphs}{peaks}{errs}{warn}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.breadth", description=__doc__.splitlines()[0])
+    p.add_argument("cases", nargs="*", help=f"case names (default: all {len(CASES)})")
+    p.add_argument("--inductor", action="store_true", help="compile with Inductor and measure peaks")
+    p.add_argument("--fallback-random", action="store_true", help="Inductor's fallback_random=True")
+    p.add_argument("--json", default=None, help="append one JSON line per case to this file")
+    p.add_argument("--list", action="store_true")
+    args = p.parse_args(argv)
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        print(f"error: unknown cases {unknown}; see --list", file=sys.stderr)
+        return 2
+    import torch._inductor.config as inductor_config
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    captured = io.StringIO()
+    handler = logging.StreamHandler(captured)
+    handler.setLevel(logging.WARNING)
+    logging.getLogger("fxremat").addHandler(handler)
+    compiler = "inductor" if args.inductor else "eager"
+    print(f"bench.breadth: torch {torch.__version__}, transformers {transformers.__version__}, {compiler}", flush=True)
+    failed = 0
+    with fxremat._torch.caches_disabled(), inductor_config.patch(fallback_random=args.fallback_random):
+        for name in args.cases or list(CASES):
+            start = time.time()
+            try:
+                r = run_case(name, compiler, captured)
+            except Exception as exc:  # noqa: BLE001 - a failing case is reported, the rest still run
+                failed += 1
+                r = {"case": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                print(f"{name:20s} FAILED {r['error']}", flush=True)
+            else:
+                print(f"{_line(r)}  [{time.time() - start:.0f} s]", flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

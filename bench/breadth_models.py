@@ -1,0 +1,512 @@
+"""Breadth cases: third-party architectures and training hazards beyond the real-model suite.
+
+Each case is a zero-argument builder returning ``(module, inputs, loss_fn)`` (``loss_fn`` None:
+the module returns its loss, or fxremat.profiling.output_loss is used).  HF models are built from
+configs with random weights (no downloads); the rest are written here in the style of torchvision
+and of Meta's reference Llama (complex rotary tables), since torchvision wheels do not load
+against the CPU torch.  Sizes are tiny: these cases check that every model is planned (no
+fallback), that its gradients equal min-cut's and eager's, and that its measured peak is not
+above min-cut's; ``python -m bench.breadth`` runs them (see its docstring).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["CASES"]
+
+
+class KW(nn.Module):
+    def __init__(self, hf, keys, out):
+        super().__init__()
+        self.hf, self.keys, self.out = hf, keys, out
+
+    def forward(self, *t):
+        kw = dict(zip(self.keys, t))
+        o = self.hf(**kw)
+        return getattr(o, self.out)
+
+
+def pad_mask(b, s):
+    m = torch.ones(b, s, dtype=torch.long)
+    m[-1, s - s // 4:] = 0
+    return m
+
+
+def lm(cls_name, cfg_name, vocab=512, seq=32, batch=2, mask=True, attn="sdpa", enc_dec=False, **kw):
+    """An HF language model with its own loss; a right-padded ``attention_mask`` if ``mask``."""
+    import transformers
+
+    cfg = getattr(transformers, cfg_name)(vocab_size=vocab, **kw)
+    try:
+        cfg._attn_implementation = attn
+    except Exception:
+        pass
+    hf = getattr(transformers, cls_name)(cfg)
+    ids = torch.randint(1, vocab, (batch, seq))
+    inputs = {"input_ids": ids}
+    if mask:
+        inputs["attention_mask"] = pad_mask(batch, seq)
+    labels = ids.clone() if not enc_dec else torch.randint(1, vocab, (batch, seq // 2))
+    if mask and not enc_dec:
+        labels[inputs["attention_mask"] == 0] = -100
+    inputs["labels"] = labels
+    return KW(hf, tuple(inputs), "loss"), tuple(inputs.values()), None
+
+
+def vision(cls_name, cfg_name, image=32, batch=2, classes=10, **kw):
+    """An HF image classifier with its own loss (labels passed)."""
+    import transformers
+
+    cfg = getattr(transformers, cfg_name)(num_labels=classes, **kw)
+    hf = getattr(transformers, cls_name)(cfg)
+    x = torch.randn(batch, 3, image, image)
+    y = torch.randint(0, classes, (batch,))
+    return KW(hf, ("pixel_values", "labels"), "loss"), (x, y), None
+
+
+# ---- torchvision-style hand-written ----
+class SE(nn.Module):
+    def __init__(self, c, r=4):
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, max(8, c // r), 1)
+        self.fc2 = nn.Conv2d(max(8, c // r), c, 1)
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(s))))
+        return x * s
+
+
+def stochastic_depth(x, p, training):
+    if not training or p == 0.0:
+        return x
+    survival = 1.0 - p
+    noise = torch.empty([x.shape[0]] + [1] * (x.ndim - 1), dtype=x.dtype, device=x.device).bernoulli_(survival)
+    noise.div_(survival)
+    return x * noise
+
+
+class MBConv(nn.Module):
+    def __init__(self, cin, cout, expand, stride, se, act, sd):
+        super().__init__()
+        hid = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        layers = []
+        if expand != 1:
+            layers += [nn.Conv2d(cin, hid, 1, bias=False), nn.BatchNorm2d(hid), act()]
+        layers += [nn.Conv2d(hid, hid, 3, stride, 1, groups=hid, bias=False), nn.BatchNorm2d(hid), act()]
+        if se:
+            layers.append(SE(hid))
+        layers += [nn.Conv2d(hid, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.block = nn.Sequential(*layers)
+        self.sd = sd
+
+    def forward(self, x):
+        y = self.block(x)
+        if self.use_res:
+            y = stochastic_depth(y, self.sd, self.training) + x
+        return y
+
+
+class MobileNetV3ish(nn.Module):
+    def __init__(self, sd=0.2, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.Hardswish())
+        cfg = [(16, 16, 1, 1, True, nn.ReLU), (16, 24, 4, 2, False, nn.ReLU), (24, 24, 3, 1, False, nn.ReLU),
+               (24, 40, 3, 2, True, nn.Hardswish), (40, 40, 3, 1, True, nn.Hardswish), (40, 40, 3, 1, True, nn.Hardswish),
+               (40, 48, 3, 1, True, nn.Hardswish), (48, 48, 3, 1, True, nn.Hardswish)]
+        n = len(cfg)
+        self.blocks = nn.Sequential(*[MBConv(a, b, e, s, se, act, sd * i / n) for i, (a, b, e, s, se, act) in enumerate(cfg)])
+        self.head = nn.Sequential(nn.Conv2d(48, 128, 1), nn.Hardswish(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Dropout(0.2), nn.Linear(128, classes))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+def mbv3(sd=0.2, image=64, batch=4):
+    torch.manual_seed(0)
+    m = MobileNetV3ish(sd)
+    return m, (torch.randn(batch, 3, image, image),), lambda o: F.cross_entropy(o, torch.arange(o.shape[0]) % 10)
+
+
+class TVViT(nn.Module):
+    """torchvision-style ViT: conv patchify, class token, nn.MultiheadAttention, stochastic depth."""
+    def __init__(self, d=64, layers=4, heads=4, image=32, patch=4, sd=0.1, classes=10):
+        super().__init__()
+        self.proj = nn.Conv2d(3, d, patch, patch)
+        n = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
+        self.layers = nn.ModuleList()
+        for i in range(layers):
+            self.layers.append(nn.ModuleDict(dict(ln1=nn.LayerNorm(d), attn=nn.MultiheadAttention(d, heads, dropout=0.1, batch_first=True),
+                                                  ln2=nn.LayerNorm(d), mlp=nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Dropout(0.1), nn.Linear(4 * d, d)))))
+        self.sd = sd
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.proj(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        for i, l in enumerate(self.layers):
+            h = l["ln1"](x)
+            a, _ = l["attn"](h, h, h, need_weights=False)
+            x = x + stochastic_depth(a, self.sd * i / len(self.layers), self.training)
+            x = x + stochastic_depth(l["mlp"](l["ln2"](x)), self.sd * i / len(self.layers), self.training)
+        return self.head(self.ln(x)[:, 0])
+
+
+def tvvit(batch=4, **kw):
+    torch.manual_seed(0)
+    m = TVViT(**kw)
+    return m, (torch.randn(batch, 3, 32, 32),), lambda o: F.cross_entropy(o, torch.arange(o.shape[0]) % 10)
+
+
+class Inceptionish(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.b1 = nn.Conv2d(16, 8, 1)
+        self.b2 = nn.Sequential(nn.Conv2d(16, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+        self.b3 = nn.Sequential(nn.MaxPool2d(3, 1, 1), nn.Conv2d(16, 8, 1))
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Conv2d(24, 24, 3, padding=1), nn.GroupNorm(4, 24), nn.SiLU()) for _ in range(6)])
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = torch.cat([self.b1(x), self.b2(x), self.b3(x)], 1)
+        for b in self.blocks:
+            x = x + b(x)
+        return self.fc(x.mean((2, 3)))
+
+
+def inception(batch=4):
+    torch.manual_seed(0)
+    return Inceptionish(), (torch.randn(batch, 3, 32, 32),), lambda o: o.logsumexp(-1).mean()
+
+
+class ALBERTish(nn.Module):
+    """One layer applied N times (shared weights)."""
+    def __init__(self, d=64, n=6):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True, norm_first=True)
+        self.n = n
+
+    def forward(self, x):
+        for _ in range(self.n):
+            x = self.layer(x)
+        return x
+
+
+def shared_layers(batch=4):
+    torch.manual_seed(0)
+    return ALBERTish(), (torch.randn(batch, 32, 64),), lambda o: (o ** 2).mean()
+
+
+CASES = {
+    "mistral": lambda: lm("MistralForCausalLM", "MistralConfig", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, sliding_window=16, max_position_embeddings=64),
+    "qwen2": lambda: lm("Qwen2ForCausalLM", "Qwen2Config", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=True),
+    "gemma": lambda: lm("GemmaForCausalLM", "GemmaConfig", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=64),
+    "gptneox": lambda: lm("GPTNeoXForCausalLM", "GPTNeoXConfig", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                          num_attention_heads=4, rotary_pct=0.25, max_position_embeddings=64),
+    "opt": lambda: lm("OPTForCausalLM", "OPTConfig", hidden_size=64, ffn_dim=128, num_hidden_layers=3, num_attention_heads=4,
+                      word_embed_proj_dim=64, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0),
+    "phi": lambda: lm("PhiForCausalLM", "PhiConfig", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                      num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0, embd_pdrop=0.0),
+    "bart": lambda: lm("BartForConditionalGeneration", "BartConfig", d_model=64, encoder_layers=2, decoder_layers=2,
+                       encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                       max_position_embeddings=64, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, enc_dec=True),
+    "roberta-dropout": lambda: lm("RobertaForMaskedLM", "RobertaConfig", hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                                  intermediate_size=128, max_position_embeddings=80, pad_token_id=0),
+    "distilbert": lambda: lm("DistilBertForMaskedLM", "DistilBertConfig", dim=64, n_layers=3, n_heads=4, hidden_dim=128,
+                             max_position_embeddings=64, dropout=0.0, attention_dropout=0.0, attn="eager"),
+    "albert": lambda: lm("AlbertForMaskedLM", "AlbertConfig", embedding_size=32, hidden_size=64, num_hidden_layers=4,
+                         num_attention_heads=4, intermediate_size=128, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                         attention_probs_dropout_prob=0.0, attn="eager"),
+    "deberta-v2": lambda: lm("DebertaV2ForMaskedLM", "DebertaV2Config", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                             intermediate_size=128, max_position_embeddings=64, relative_attention=True, position_buckets=16,
+                             pos_att_type=["p2c", "c2p"], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn="eager"),
+    "swin": lambda: vision("SwinForImageClassification", "SwinConfig", image=32, patch_size=2, embed_dim=16, depths=[2, 2],
+                           num_heads=[2, 4], window_size=4, drop_path_rate=0.1),
+    "convnext-droppath": lambda: vision("ConvNextForImageClassification", "ConvNextConfig", image=32, depths=[2, 2],
+                                        hidden_sizes=[16, 32], num_stages=2, drop_path_rate=0.2),
+    "dinov2": lambda: vision("Dinov2ForImageClassification", "Dinov2Config", image=32, patch_size=4, hidden_size=64,
+                             num_hidden_layers=3, num_attention_heads=4, drop_path_rate=0.1, layerscale_value=0.1),
+    "beit": lambda: vision("BeitForImageClassification", "BeitConfig", image_size=32, patch_size=4, hidden_size=64,
+                           num_hidden_layers=3, num_attention_heads=4, intermediate_size=128, use_relative_position_bias=True,
+                           drop_path_rate=0.1),
+    "regnet": lambda: vision("RegNetForImageClassification", "RegNetConfig", image=32, embedding_size=16,
+                             hidden_sizes=[16, 32], depths=[1, 2], groups_width=8),
+    "mobilevit": lambda: vision("MobileViTForImageClassification", "MobileViTConfig", image=64, image_size=64,
+                                hidden_sizes=[32, 40, 48], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64]),
+    "segformer": lambda: vision("SegformerForImageClassification", "SegformerConfig", image=32, num_encoder_blocks=2,
+                                depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                                patch_sizes=[3, 3], strides=[2, 2], drop_path_rate=0.1),
+    "mbv3-sd": mbv3,
+    "tv-vit-sd": tvvit,
+    "inception": inception,
+    "shared-layers": shared_layers,
+}
+
+
+# ---- more hazards ----
+def precompute_freqs_cis(dim, end, theta=10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    t = torch.arange(end)
+    freqs = torch.outer(t, freqs).float()
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
+def apply_rotary(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    fc = freqs_cis.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    return torch.view_as_real(xq_ * fc).flatten(3).type_as(xq), torch.view_as_real(xk_ * fc).flatten(3).type_as(xk)
+
+
+class MetaBlock(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.wqkv = nn.Linear(d, 3 * d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+        self.w1, self.w3, self.w2 = nn.Linear(d, 2 * d, bias=False), nn.Linear(d, 2 * d, bias=False), nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, x, fc):
+        B, S, D = x.shape
+        q, k, v = self.wqkv(self.n1(x)).view(B, S, 3, self.h, D // self.h).unbind(2)
+        q, k = apply_rotary(q, k, fc)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        x = x + self.wo(a.transpose(1, 2).reshape(B, S, D))
+        h = self.n2(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class MetaLlama(nn.Module):
+    def __init__(self, vocab=256, d=64, h=4, n=4, seq=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList([MetaBlock(d, h) for _ in range(n)])
+        self.norm = nn.RMSNorm(d)
+        self.out = nn.Linear(d, vocab, bias=False)
+        self.register_buffer("fc", precompute_freqs_cis(d // h, seq), persistent=False)
+
+    def forward(self, ids, labels):
+        x = self.emb(ids)
+        for l in self.layers:
+            x = l(x, self.fc[: ids.shape[1]])
+        return F.cross_entropy(self.out(self.norm(x)).flatten(0, 1), labels.flatten())
+
+
+def meta_llama():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 256, (2, 32))
+    return MetaLlama(), (ids, ids.roll(-1, 1)), lambda o: o
+
+
+class TVBasic(nn.Module):
+    def __init__(self, c, stride=1):
+        super().__init__()
+        self.c1 = nn.Conv2d(c // stride, c, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.c2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(c)
+        nn.init.zeros_(self.b2.weight)
+        self.down = None if stride == 1 else nn.Sequential(nn.Conv2d(c // stride, c, 1, stride, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        idt = x if self.down is None else self.down(x)
+        out = self.relu(self.b1(self.c1(x)))
+        out = self.b2(self.c2(out))
+        out += idt
+        return self.relu(out)
+
+
+class TVResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        self.layers = nn.Sequential(TVBasic(16), TVBasic(16), TVBasic(32, 2), TVBasic(32), TVBasic(64, 2), TVBasic(64))
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+
+
+def tv_resnet(channels_last=False):
+    torch.manual_seed(0)
+    m = TVResNet()
+    x = torch.randn(4, 3, 64, 64)
+    if channels_last:
+        m = m.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    return m, (x,), lambda o: F.cross_entropy(o, torch.arange(4))
+
+
+class WN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.ModuleList([nn.utils.parametrizations.weight_norm(nn.Linear(64, 64)) for _ in range(4)])
+
+    def forward(self, x):
+        for l in self.l:
+            x = torch.tanh(l(x)) + x
+        return x
+
+
+def weight_norm():
+    torch.manual_seed(0)
+    return WN(), (torch.randn(32, 64),), lambda o: o.pow(2).mean()
+
+
+class GRUSeq(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(32, 64)
+        self.out = nn.Linear(64, 8)
+
+    def forward(self, x):
+        h = x.new_zeros(x.shape[1], 64)
+        ys = []
+        for t in range(x.shape[0]):
+            h = self.cell(x[t], h)
+            ys.append(self.out(h))
+        return torch.stack(ys)
+
+
+def gru():
+    torch.manual_seed(0)
+    return GRUSeq(), (torch.randn(24, 8, 32),), lambda o: o.pow(2).mean()
+
+
+
+class NoGradPart(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = nn.Linear(64, 64)
+        self.c = nn.Linear(64, 64)
+
+    def forward(self, x):
+        with torch.no_grad():
+            t = self.a(x).softmax(-1)
+        h = torch.relu(self.b(x)) * t
+        h = h.masked_fill(t < 0.01, float("-inf")).softmax(-1)
+        return self.c(h.detach() + h)
+
+
+def nograd_part():
+    torch.manual_seed(0)
+    return NoGradPart(), (torch.randn(64, 64),), lambda o: o.pow(2).mean()
+
+
+CASES.update({
+    "meta-llama-complex": meta_llama,
+    "tv-resnet-inplace": tv_resnet,
+    "tv-resnet-cl": lambda: tv_resnet(True),
+    "weight-norm": weight_norm,
+    "gru-cell": gru,
+    "nograd-part": nograd_part,
+})
+
+
+class MyFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        y = x @ w
+        ctx.save_for_backward(x, w, y)
+        return torch.tanh(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, y = ctx.saved_tensors
+        gy = g * (1 - torch.tanh(y) ** 2)
+        return gy @ w.t(), x.t() @ gy
+
+
+class CustomFnNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ws = nn.ParameterList([nn.Parameter(torch.randn(64, 64) * 0.1) for _ in range(5)])
+
+    def forward(self, x):
+        for w in self.ws:
+            x = MyFn.apply(x, w) + x
+        return x
+
+
+class MoE(nn.Module):
+    def __init__(self, d=64, e=4, k=2):
+        super().__init__()
+        self.gate = nn.Linear(d, e)
+        self.experts = nn.ModuleList([nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)) for _ in range(e)])
+        self.k = k
+        self.layers = 3
+
+    def forward(self, x):
+        for _ in range(self.layers):
+            logits = self.gate(x)
+            w, idx = logits.softmax(-1).topk(self.k, -1)
+            out = torch.zeros_like(x)
+            for j, ex in enumerate(self.experts):
+                sel = (idx == j).any(-1, keepdim=True).to(x.dtype)
+                wj = (w * (idx == j)).sum(-1, keepdim=True)
+                out = out + ex(x) * wj * sel
+            x = x + out
+        return x
+
+
+class ConvDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1, groups=4), nn.ReLU())
+        self.up1 = nn.ConvTranspose2d(32, 16, 4, 2, 1)
+        self.up2 = nn.Conv2d(16, 12, 3, padding=1)
+        self.ps = nn.PixelShuffle(2)
+
+    def forward(self, x):
+        h = self.enc(x)
+        h = F.relu(self.up1(h))
+        h = F.interpolate(h, scale_factor=1.0, mode="bilinear", align_corners=False)
+        return self.ps(self.up2(h))
+
+
+class BF16Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.ModuleList([nn.Linear(64, 64) for _ in range(6)])
+
+    def forward(self, x):
+        for l in self.l:
+            x = F.gelu(l(x)) + x
+        return x.float()
+
+
+class EmbScatter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 32, padding_idx=0)
+        self.l = nn.Linear(32, 32)
+
+    def forward(self, ids, seg):
+        h = self.emb(ids)
+        for _ in range(4):
+            h = torch.tanh(self.l(h)) + h
+        pooled = torch.zeros(4, 32).index_add(0, seg.flatten(), h.flatten(0, 1))
+        c = torch.cumsum(h, 1)
+        return pooled.pow(2).sum() + torch.einsum("bsd,bsd->b", c, h).sum()
+
+
+CASES.update({
+    "custom-fn": lambda: (CustomFnNet(), (torch.randn(32, 64, requires_grad=True),), lambda o: o.pow(2).mean()),
+    "moe-topk": lambda: (MoE(), (torch.randn(64, 64),), lambda o: o.pow(2).mean()),
+    "conv-decoder": lambda: (ConvDecoder(), (torch.randn(2, 3, 32, 32),), lambda o: o.pow(2).mean()),
+    "bf16-params": lambda: (BF16Net().to(torch.bfloat16), (torch.randn(32, 64, dtype=torch.bfloat16),), lambda o: o.pow(2).mean()),
+    "emb-scatter": lambda: (EmbScatter(), (torch.randint(0, 100, (4, 16)), torch.randint(0, 4, (4, 16))), lambda o: o),
+})

@@ -1,0 +1,36 @@
+"""A few of bench/breadth_models.py's third-party-style cases through the eager compiler: each is
+planned without a fallback warning, and its gradients equal min-cut's exactly (same pipeline, no
+Inductor: partitioning only chooses what is saved and what recomputed) and eager's to 1e-5 of each
+gradient's largest entry.  The whole set, and Inductor peaks: ``python -m bench.breadth [--inductor]``."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+pytest.importorskip("transformers")
+from bench.breadth import run_case  # noqa: E402 - after the importorskip
+
+pytestmark = pytest.mark.usefixtures("fresh_compile")
+
+NAMES = ["meta-llama-complex", "moe-topk", "custom-fn", "nograd-part", "emb-scatter", "shared-layers", "mistral",
+         "conv-decoder"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_breadth_case_planned_and_exact(name: str) -> None:
+    captured = io.StringIO()
+    handler = logging.StreamHandler(captured)
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("fxremat")
+    logger.addHandler(handler)
+    try:
+        r = run_case(name, "eager", captured)
+    finally:
+        logger.removeHandler(handler)
+    assert r["graphs"], f"{name}: nothing partitioned"
+    assert not r["fallback_warnings"], r["fallback_warnings"]
+    assert r["fxremat_vs_min_cut"][0] == 0.0, r["fxremat_vs_min_cut"]
+    assert r["fxremat_vs_eager"][0] <= 1e-5, r["fxremat_vs_eager"]
