@@ -176,10 +176,8 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
         scratch[stage_of[node] - 1] = max(scratch[stage_of[node] - 1], backward_scratch_bytes(node))
     written = [(0 if fused_input[i] else gradient[i - 1]) + scratch[i] for i in range(n)]
     transient = [gradient[i] + max(largest[i], written[i]) for i in range(n)]
-    lean = [gradient[i] + largest[i] for i in range(n)]
-    folded_saved, transient = fold_always_saved(saved, transient, fixed)
-    _, lean = fold_always_saved(saved, lean, fixed)
-    saved = folded_saved
+    _, lean = fold_always_saved(saved, [gradient[i] + largest[i] for i in range(n)], fixed)
+    saved, transient = fold_always_saved(saved, transient, fixed)
     activations = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     gradients = _gradient_bytes(jg, stage_of)
     transient, lean = fold_gradients(transient, gradients), fold_gradients(lean, gradients)
