@@ -18,9 +18,7 @@ A JSON line per case goes to --json if given.
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import logging
 import sys
 import time
 from typing import Any
@@ -30,6 +28,7 @@ import torch
 import fxremat
 from fxremat.backend import min_cut_backend
 from fxremat.profiling import output_loss, peak_of_training_step
+from fxremat.report import captured_warnings
 
 from .breadth_models import CASES
 
@@ -56,7 +55,7 @@ def _error(a, b) -> tuple[float, str]:
     return worst
 
 
-def run_case(name: str, compiler: str, warnings: io.StringIO) -> dict[str, Any]:
+def run_case(name: str, compiler: str) -> dict[str, Any]:
     model, inputs, loss_fn = CASES[name]()
     model.train()
     steps = lambda fn: [_step(model, inputs, loss_fn, fn, seed) for seed in (1, 2)]  # noqa: E731
@@ -69,16 +68,15 @@ def run_case(name: str, compiler: str, warnings: io.StringIO) -> dict[str, Any]:
         out["min_cut_peak_mib"] = peak_of_training_step(mc, inputs, loss_fn) / MIB
     torch._dynamo.reset()
     fxremat.last_reports(clear=True)
-    warnings.seek(0)
-    warnings.truncate()
     fx = torch.compile(model, backend=fxremat.make_backend(compiler=compiler))
-    fx_steps = steps(fx)
+    with captured_warnings() as warnings:  # fxremat's fallbacks, logged when it compiles
+        fx_steps = steps(fx)
     if compiler == "inductor":
         out["fxremat_peak_mib"] = peak_of_training_step(fx, inputs, loss_fn) / MIB
     reports = fxremat.last_reports()
     out["graphs"] = [{"chosen": r.chosen, "stages": r.stages, "predicted_mib": r.predicted_peak_bytes / MIB,
                       "min_cut_predicted_mib": r.min_cut.peak_bytes / MIB} for r in reports]
-    out["fallback_warnings"] = warnings.getvalue().strip()
+    out["fallback_warnings"] = " | ".join(warnings)
     out["fxremat_vs_eager"] = max(_error(a, b) for a, b in zip(fx_steps, eager))
     out["min_cut_vs_eager"] = max(_error(a, b) for a, b in zip(mc_steps, eager))
     out["fxremat_vs_min_cut"] = max(_error(a, b) for a, b in zip(fx_steps, mc_steps))
@@ -117,10 +115,6 @@ def main(argv: list[str] | None = None) -> int:
 
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
-    captured = io.StringIO()
-    handler = logging.StreamHandler(captured)
-    handler.setLevel(logging.WARNING)
-    logging.getLogger("fxremat").addHandler(handler)
     compiler = "inductor" if args.inductor else "eager"
     print(f"bench.breadth: torch {torch.__version__}, transformers {transformers.__version__}, {compiler}", flush=True)
     failed = 0
@@ -128,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.cases or list(CASES):
             start = time.time()
             try:
-                r = run_case(name, compiler, captured)
+                r = run_case(name, compiler)
             except Exception as exc:  # noqa: BLE001 - a failing case is reported, the rest still run
                 failed += 1
                 r = {"case": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
