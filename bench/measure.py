@@ -166,6 +166,9 @@ def run_contender(case: Case, contender: Contender, device: str, timing: Timing,
             result["first_call_s"] = time.perf_counter() - t0
             grads = _grads(built.module)
             produced_ref = Reference(loss.cpu(), grads)
+            # Bytes of the parameter gradients: alive at the end of every step whatever the plan
+            # (a floor under every peak; the real-model table judges "activations dominate" by it).
+            result["grad_bytes"] = sum(g.numel() * g.element_size() for g in grads.values() if g is not None)
             rtol, atol = tolerances(contender, device)
             result["check"] = _compare(reference, loss, grads, rtol, atol) if reference is not None else None
             if same_graph_reference is not None:

@@ -19,7 +19,10 @@ Invariants:
   min-cut's (if safe) and the solver's plans from no recomputation down to its plan for the budget
   (:func:`~fxremat.solvers.curve`), so a lower budget, which only adds plans, never predicts a
   higher peak; a budget no plan meets is best effort (every plan of the curve and the least-peak
-  plans are candidates) with one warning, unless ``strict_budget``;
+  plans are candidates) with one warning, unless ``strict_budget``; with a fraction ``f`` below 1,
+  min-cut's own pair at ``activation_memory_budget=f`` is one more candidate when it is safe and
+  recomputes no random op (so fxremat at ``f`` never predicts more than min-cut at ``f``; that pair
+  is not among a lower budget's candidates, so monotonicity is of fxremat's own plans);
 * PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
   ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
 * a node banned from recomputation (effectful, mutating, reading a mutated input, MUST_SAVE;
@@ -147,7 +150,8 @@ def partition(
         jg = analyze(joint_module, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
-        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe)
+        rival = _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options)
+        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival)
         report = replace(report, seconds=time.perf_counter() - start)
         _log_report(report)
     except BudgetError:
@@ -167,7 +171,49 @@ def partition(
     return fw, bw
 
 
-def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str]):
+class _Rival(NamedTuple):
+    """Min-cut's pair at ``activation_memory_budget`` = the user's fraction: a budget candidate."""
+
+    fw: fx.GraphModule
+    bw: fx.GraphModule
+    timeline: Timeline
+
+
+def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
+                         options: Options) -> _Rival | None:
+    """With ``memory_budget`` a fraction below 1, min-cut's pair at the same
+    ``activation_memory_budget``, if it is safe; None otherwise (never raises).
+
+    The two fractions measure different things (fxremat's: of the activation chain's peak without
+    recomputation; min-cut's: of its saved bytes), so a user comparing the knobs at one value could
+    find min-cut's lower.  Its pair is one more candidate, run only if its predicted peak is lower
+    than every fxremat plan's.  It is rejected when unsafe for min-cut's default pair's reasons or
+    when its backward recomputes a random op (min-cut does not replay the forward's RNG state)."""
+    fraction = options.memory_budget
+    if not isinstance(fraction, float) or fraction >= 1.0:
+        return None
+    try:
+        with _torch.activation_memory_budget(fraction):
+            fw, bw = _torch.min_cut(joint, joint_inputs, **pkw)
+        why = min_cut_hazards(fw, bw, jg) or _recomputed_random(bw, jg)
+        if why:
+            log.info("fxremat: min-cut at activation_memory_budget=%r is not a candidate: %s", fraction, why[0])
+            return None
+        return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
+    except Exception as exc:  # noqa: BLE001 - an optional candidate: its failure changes nothing
+        log.info("fxremat: min-cut at activation_memory_budget=%r failed (%s: %s): not a candidate",
+                 fraction, type(exc).__name__, exc)
+        return None
+
+
+def _recomputed_random(bw: fx.GraphModule, jg: JointGraph) -> list[str]:
+    by_name = {n.name: n for n in jg.forward}
+    return [f"would recompute random {n.name}" for n in bw.graph.nodes
+            if n.op == "call_function" and n.name in by_name and _torch.is_random(n)]
+
+
+def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
+          rival: _Rival | None = None):
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
     by_name = {n.name: n for n in joint.graph.nodes}
     # Min-cut's saved values are the base plan.  The generator states its own RNG functionalization
@@ -248,7 +294,15 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     chain, plan, saved, fw, bw, timeline = best
 
-    if unsafe:
+    saved_names = tuple(n.name for n in saved)
+    if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
+            unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
+        # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
+        # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
+        fw, bw, timeline = rival
+        chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
+        saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
+    elif unsafe:
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
         chosen, reason = "fxremat", "lower predicted peak"
@@ -256,7 +310,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         chosen, reason = "min-cut", "min-cut's predicted peak is not higher"
     report = PartitionReport(
         chosen, reason, chain.n, plan, chain.no_recompute_peak(), timeline, mc_timeline,
-        tuple(n.name for n in saved), sum(chain.forward_cost), 0.0, budget, met, chain,
+        saved_names, sum(chain.forward_cost), 0.0, budget, met, chain,
     )
     if met is False:  # planned: nothing after this can fall back, so this is the graph's one warning
         log.warning(
