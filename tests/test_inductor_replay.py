@@ -8,7 +8,8 @@ kwargs, Inductor's decomposition table) with no-op compilers, so the graphs run 
 
 Invariants: fused pointwise intermediates add no bytes (ops tagged pointwise, gathers, and the
 loaders Inductor computes pointwise without the tag, such as ``constant_pad_nd``); a pointwise result whose same-size input
-dies at it adds no bytes at its step (and does when the input lives on, or sizes differ); a
+dies at it adds no bytes at its step (and does when the input lives on, or sizes differ), nor
+does an index-put accumulating into dying zeros (an embedding's gradient); a
 value the graph returns is never fused; on real pairs the Inductor-aware peak is at most the
 plain one.
 
@@ -216,6 +217,26 @@ def test_inplace_reuse_of_a_dying_same_size_input():
     assert relu not in _fused(gm.graph)  # returned
     assert ind[relu.name] == ind[mm.name] == _nbytes(mm)
     assert plain[relu.name] == plain[mm.name] + _nbytes(relu)
+
+
+def test_index_put_into_dying_zeros_is_one_buffer():
+    """An embedding's gradient: zeros, then an accumulating index-put into them (returned).  The
+    zeros die at the index-put, which Inductor reinplaces, so its step adds nothing; if the
+    zeros live on (also returned) it allocates its own buffer."""
+    idx, g = torch.randint(0, 512, (256,)), torch.randn(256, 64)
+
+    def accumulate(idx, g, keep):
+        zeros = torch.zeros(512, 64)
+        out = torch.ops.aten._unsafe_masked_index_put_accumulate(zeros, torch.ones(256, 1, dtype=torch.bool), [idx], g)
+        return (out, zeros) if keep else (out,)
+
+    for keep in (False, True):
+        gm, plain, ind = _replay(lambda i, v: accumulate(i, v, keep), idx, g)
+        (put,) = _named(gm, aten._unsafe_masked_index_put_accumulate.default)
+        zeros = put.args[0]
+        assert plain[put.name] == _before(gm, plain, put) + _nbytes(put)
+        expected = _before(gm, ind, put) + (_nbytes(put) if keep else 0)
+        assert ind[put.name] == expected and _nbytes(zeros) == _nbytes(put), (keep, gm.graph)
 
 
 def test_no_reuse_when_the_input_lives_on():
