@@ -21,7 +21,8 @@ compared with eager's.  The language models come with and without a padded ``att
 
 Sizes (``SIZES``): ``weights`` (short sequences, small images: weight gradients are a large part of
 the peak), ``activations`` (long sequences, bigger images or batches: activations dominate),
-``large`` where a family has it (ResNet-50 at 160 px), and ``tiny`` (2 layers, width 32-64, sequence 16-32: ``--quick`` and the tests).
+``large`` where a family has it (ResNet-50 at 160 px), and ``tiny`` (2 layers, width 32-64,
+sequence 16-32: ``--quick`` and the tests).
 """
 
 from __future__ import annotations
@@ -382,8 +383,8 @@ def make_hf_case(family: str, size_name: str = "tiny", mask: bool = False, seed:
 
 
 def hf_cases(quick: bool = False, seed: int = 0) -> list[HFCase]:
-    """The suite: every family at both sizes, language models with and without a padding mask
-    (``quick``: the tiny size, language models with the padding mask only)."""
+    """The suite: every family at each of its sizes but ``tiny``, language models with and without
+    a padding mask (``quick``: the tiny size, language models with the padding mask only)."""
     out = []
     for family, fam in FAMILIES.items():
         for size_name in (("tiny",) if quick else [n for n in SIZES[family] if n != "tiny"]):

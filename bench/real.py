@@ -244,8 +244,9 @@ def _grads(rows: list[dict[str, Any]], case: str, fallback_random: bool) -> str:
 
 
 def _grad_floor(rows: list[dict[str, Any]], case: str, hf: dict[str, Any] | None) -> str:
-    """The parameter gradients' bytes (eager's run), and "(A)" where activations dominate: the
-    gradients are under a third of the per-layer-checkpointing peak (issue 10's definition)."""
+    """The parameter gradients' bytes (every contender's run records the same), and "(A)" where
+    activations dominate: the gradients are under a third of the per-layer-checkpointing peak
+    (issue 10's definition)."""
     grad = next((r["grad_bytes"] for r in rows if r["case"] == case and r.get("grad_bytes")), None)
     if grad is None:
         return "–"

@@ -10,7 +10,8 @@ PyTorch's min-cut pair with :func:`~fxremat.memory.simulate`.
 Invariants:
 * never worse than min-cut on predicted memory: if min-cut's pair has the lower (or equal)
   predicted peak and is safe (:func:`~fxremat.saved.min_cut_hazards` finds nothing: it recomputes
-  no banned node and keeps no caller-visible tensor that eager does not), min-cut's pair is returned;
+  no banned node and no random op, and keeps no caller-visible tensor that eager does not), min-cut's
+  pair is returned;
 * never a silently wrong plan: any failure inside planning falls back to min-cut's pair with one
   warning naming the reason (to ``default_partition``, which saves instead of recomputing, when
   min-cut's pair is unsafe); only user errors (a budget no plan meets, with ``strict_budget``)
@@ -187,15 +188,15 @@ def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str
     The two fractions measure different things (fxremat's: of the activation chain's peak without
     recomputation; min-cut's: of its saved bytes), so a user comparing the knobs at one value could
     find min-cut's lower.  Its pair is one more candidate, run only if its predicted peak is lower
-    than every fxremat plan's.  It is rejected when unsafe for min-cut's default pair's reasons or
-    when its backward recomputes a random op (min-cut does not replay the forward's RNG state)."""
+    than every fxremat plan's.  It is rejected when :func:`~fxremat.saved.min_cut_hazards` finds
+    anything (a random op it would recompute among them: min-cut does not replay RNG state)."""
     fraction = options.memory_budget
     if not isinstance(fraction, float) or fraction >= 1.0:
         return None
     try:
         with _torch.activation_memory_budget(fraction):
             fw, bw = _torch.min_cut(joint, joint_inputs, **pkw)
-        why = min_cut_hazards(fw, bw, jg) or _recomputed_random(bw, jg)
+        why = min_cut_hazards(fw, bw, jg)
         if why:
             log.info("fxremat: min-cut at activation_memory_budget=%r is not a candidate: %s", fraction, why[0])
             return None
@@ -204,12 +205,6 @@ def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str
         log.info("fxremat: min-cut at activation_memory_budget=%r failed (%s: %s): not a candidate",
                  fraction, type(exc).__name__, exc)
         return None
-
-
-def _recomputed_random(bw: fx.GraphModule, jg: JointGraph) -> list[str]:
-    by_name = {n.name: n for n in jg.forward}
-    return [f"would recompute random {n.name}" for n in bw.graph.nodes
-            if n.op == "call_function" and n.name in by_name and _torch.is_random(n)]
 
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],

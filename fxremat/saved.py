@@ -19,6 +19,7 @@ import logging
 
 import torch.fx as fx
 
+from . import _torch
 from .analysis import JointGraph, Role
 
 __all__ = ["close_over_bans", "min_cut_hazards"]
@@ -118,6 +119,9 @@ def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph
 
     * its backward recomputes a banned node (e.g. a read of a buffer the forward then mutates:
       PyTorch 2.13 returns wrong gradients there);
+    * its backward recomputes a random op: min-cut (without its RNG functionalization, off by
+      default) draws it afresh, so a dropout mask differs from the forward's (it does so under an
+      ``activation_memory_budget`` below 1);
     * its forward saves a caller-visible tensor that eager autograd does not keep (see the module
       docstring): an edit by the caller between forward and backward would leak into the grads.
     """
@@ -129,6 +133,8 @@ def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph
             fact = jg.facts[joint_node]
             if fact.role is Role.FORWARD and fact.recompute_ban is not None:
                 out.append(f"would recompute {node.name} ({fact.recompute_ban})")
+            elif fact.role is Role.FORWARD and _torch.is_random(node):
+                out.append(f"would recompute random {node.name} (min-cut does not replay its RNG state)")
     exposed = jg.caller_visible
     fw_output = mc_fw.graph.find_nodes(op="output")[0].args[0]
     for value in fw_output[jg.num_fwd_outputs:]:

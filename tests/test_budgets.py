@@ -26,7 +26,9 @@ from test_linearize import PaddedEncoder, _inputs
 from zoo import ZOO
 
 import fxremat
+import fxremat.analysis
 import fxremat.partitioner
+import fxremat.saved
 from fxremat import Options, _torch, make_backend
 from fxremat.backend import min_cut_backend
 from fxremat.memory import simulate
@@ -195,6 +197,31 @@ def test_no_higher_than_min_cut_at_the_same_fraction(name):
     taken = [f for f in fractions if reports[f].reason.startswith("min-cut's pair at")]
     if name == "masked_encoder":  # min-cut's knob saves less than fxremat's curve there at 0.9 and 0.8
         assert taken, "min-cut's pair at the user's fraction was never the lower: the test shows nothing"
+
+
+def test_min_cut_recomputing_a_random_op_is_a_hazard():
+    """A min-cut backward that recomputes dropout (as min-cut does under a low
+    ``activation_memory_budget`` through Inductor on HF BERT) draws a fresh mask:
+    ``min_cut_hazards`` names it, so such a pair is never a budget candidate."""
+    found: list[list[str]] = []
+
+    def partition(joint, joint_inputs, **kwargs):
+        jg = fxremat.analysis.analyze(joint, num_fwd_outputs=kwargs["num_fwd_outputs"],
+                                      static_lifetime_input_indices=kwargs.get("static_lifetime_input_indices"))
+        fw, bw = _torch.min_cut(joint, joint_inputs, **kwargs)
+        assert not fxremat.saved.min_cut_hazards(fw, bw, jg)  # min-cut's default pair saves the mask
+        drop = next(n for n in jg.forward if _torch.is_random(n))
+        graph = torch.fx.Graph()
+        env = {a: graph.placeholder(a.name) for a in drop.all_input_nodes}
+        graph.output((graph.node_copy(drop, env.__getitem__),))  # a backward that recomputes it
+        found.append(fxremat.saved.min_cut_hazards(fw, torch.fx.GraphModule({}, graph), jg))
+        return fw, bw
+
+    backend = make_backend(compiler="eager")
+    backend.partitioner = partition
+    model, inputs = MODELS["dropout_mlp"]()
+    torch.compile(model, backend=backend)(*inputs)
+    assert found and any("would recompute random" in why for why in found[0]), found
 
 
 # ------------------------------------------------------------------------------ best effort
