@@ -300,6 +300,8 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "llama": {
         "weights": dict(_LLAMA, seq=256, batch=2),
         "activations": dict(_LLAMA, seq=1024, batch=2),
+        # Gradients about a fifth of per-layer checkpointing's peak: activations dominate by issue 10's definition.
+        "long": dict(_LLAMA, seq=2048, batch=2),
         "tiny": dict(layers=2, d=32, heads=2, ffn=64, vocab=128, seq=32, batch=2),
     },
     "bert": {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 import operator
 import warnings
@@ -163,8 +164,24 @@ def inductor_realize_thresholds(cpu: bool) -> tuple[int, int]:
 
 
 def is_random(node: fx.Node) -> bool:
+    """Whether ``node`` draws random numbers: a seeded op, unless its dropout probability is
+    literally 0 (SDPA without dropout is tagged seeded but draws nothing; wrapping it for RNG
+    replay would also hide it from Inductor's SDPA lowering, which then copies an attention mask
+    per call: eight (2, 1, 2048, 2048) float masks at once in HF Llama's forward)."""
     target = node.target
-    return node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
+    if node.op != "call_function" or torch.Tag.nondeterministic_seeded not in getattr(target, "tags", ()):
+        return False
+    return not _zero_dropout(node, target)
+
+
+def _zero_dropout(node: fx.Node, target: Any) -> bool:
+    """A seeded op whose dropout probability is literally 0 draws no random numbers (SDPA)."""
+    schema = getattr(target, "_schema", None)
+    for i, spec in enumerate(schema.arguments if schema is not None else ()):
+        if spec.name in ("dropout_p", "p"):
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(spec.name, spec.default_value)
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+    return False
 
 
 def is_impure(node: fx.Node) -> bool:
@@ -370,7 +387,7 @@ def eager_decompositions() -> dict:
 
 
 def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any, *, reuse_buffers: bool = True,
-                          cpu_layout_opt: bool = True):
+                          cpu_layout_opt: bool = True, backward_patches: dict[str, Any] | None = None):
     """Inductor's ``compile_fx`` with ``partitioner`` as its ``custom_partitioner_fn``.
 
     ``reuse_buffers=False`` turns off Inductor's wrapper-level buffer reuse
@@ -383,7 +400,9 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     (``layout_optimization``), which on the CPU puts every graph that contains a convolution in
     channels-last: a backward that recomputes convolutions is then laid out unlike the forward's
     saved tensors or a backward that saves them (min-cut's), and its convolution backwards convert
-    between layouts in copies of their own."""
+    between layouts in copies of their own.
+
+    ``backward_patches``: Inductor config applied to the backward graph only."""
     from torch._inductor.compile_fx import compile_fx
 
     patches: dict[str, Any] = {"custom_partitioner_fn": partitioner}
@@ -392,7 +411,22 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
     if on_cpu and not cpu_layout_opt:
         patches["layout_optimization"] = False
+    if backward_patches:
+        return compile_fx(gm, example_inputs, config_patches=patches,
+                          inner_compile=functools.partial(_inner_compile, backward_patches=backward_patches))
     return compile_fx(gm, example_inputs, config_patches=patches)
+
+
+def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches: dict[str, Any], **kwargs: Any):
+    """Inductor's ``compile_fx_inner``, with ``backward_patches`` applied to the backward graph
+    only (compiled lazily, at the first backward, in whatever thread runs it)."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    if not kwargs.get("is_backward"):
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+    with inductor_config.patch(backward_patches):
+        return compile_fx_inner(gm, example_inputs, **kwargs)
 
 
 def compile_without_inductor(gm: fx.GraphModule, example_inputs: list, partitioner: Any):

@@ -116,7 +116,7 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
     if policy == "must_save":
         return "checkpoint policy MUST_SAVE"
     if isinstance(target, torch._ops.OpOverload):
-        if torch.Tag.nondeterministic_seeded in target.tags and not _torch.can_replay_rng() and not _zero_dropout(node, target):
+        if _torch.is_random(node) and not _torch.can_replay_rng():
             return "random op (this torch cannot replay its RNG state)"
         if target.namespace == "_c10d_functional" or target.namespace == "c10d":
             return "collective"
@@ -139,15 +139,6 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
 
 
 _BUILTIN_NAMESPACES = frozenset({"aten", "prims"})
-
-
-def _zero_dropout(node: fx.Node, target: torch._ops.OpOverload) -> bool:
-    """A seeded op whose dropout probability is literally 0 draws no random numbers (SDPA)."""
-    for i, spec in enumerate(target._schema.arguments):
-        if spec.name in ("dropout_p", "p"):
-            value = node.args[i] if i < len(node.args) else node.kwargs.get(spec.name, spec.default_value)
-            return isinstance(value, (int, float)) and value == 0
-    return False
 
 
 def analyze(

@@ -23,6 +23,15 @@ __all__ = ["FxrematPartitioner", "MinCutPartitioner", "make_backend", "min_cut_b
 _COMPILERS = ("inductor", "eager")
 
 
+def _backward_patches() -> dict[str, Any] | None:
+    """No horizontal fusion in the backward of fxremat's plans (see :class:`_Backend`)."""
+    from torch._inductor import config as inductor_config
+
+    if not hasattr(inductor_config, "score_fusion_memory_threshold"):
+        return None
+    return {"score_fusion_memory_threshold": 1 << 62}
+
+
 @functools.lru_cache(maxsize=1)
 def _source_hash() -> str:
     files = tuple(sorted(str(p) for p in Path(__file__).parent.rglob("*.py")))
@@ -78,7 +87,15 @@ class _Backend:
       ResNet-50, batch 8, 128 px, fxremat's plan: 177.2 MiB measured with it on in both graphs or
       off in the backward only, 156.0 off in both, 152.8 predicted; step 2.05 s backward-only,
       1.71 s off in both, min-cut 1.84 s, 2026-12-01).  HF ConvNeXt-atto: 65.4 -> 53.2 MiB,
-      predicted 51.5."""
+      predicted 51.5.
+    * In the backward, no horizontal fusion (kernels that only share an input merged into one;
+      ``score_fusion_memory_threshold`` out of reach; a producer still fuses into its consumer):
+      recomputations of neighbouring layers read the same mask or position bias, so Inductor
+      fused them into one kernel and ran one layer's recomputation during another layer's
+      backward, holding both layers' buffers (2026-12-02, with the merged masks of
+      :mod:`fxremat.merge`: HF Qwen2, seq 1024, padded, 112.2 -> 96.3 MiB, predicted 96.3;
+      HF Llama, seq 2048, 240.7 -> 201.1, predicted 201.1; HF T5, seq 1024, padded, 266.2 ->
+      219.0; HF BART, seq 1024, padded, 89.4 -> 82.1)."""
 
     def __init__(self, partitioner: Any, compiler: str, planned: bool = False):
         if compiler not in _COMPILERS:
@@ -90,7 +107,8 @@ class _Backend:
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         if self.compiler == "inductor":
             return _torch.compile_with_inductor(gm, example_inputs, self.partitioner, reuse_buffers=not self.planned,
-                                                cpu_layout_opt=not self.planned)
+                                                cpu_layout_opt=not self.planned,
+                                                backward_patches=_backward_patches() if self.planned else None)
         return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)
 
     def __repr__(self) -> str:

@@ -47,6 +47,7 @@ from .chain import Chain
 from .linearize import Linearization, linearize
 from .lowering import keep_matmuls_in_place
 from .memory import Timeline, simulate
+from .merge import merge_duplicates
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
@@ -148,7 +149,8 @@ def partition(
     unsafe: list[str] | None = None  # None: not known (analysis failed)
     try:
         _torch.check_supported()
-        jg = analyze(joint_module, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
+        joint = _merged_copy(joint_module, num_fwd_outputs, static_lifetime_input_indices)
+        jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         rival = _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options)
@@ -170,6 +172,16 @@ def partition(
     if report.chosen == "min-cut":
         return mc_fw, mc_bw
     return fw, bw
+
+
+def _merged_copy(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: list[int] | None) -> fx.GraphModule:
+    """The joint graph fxremat plans: a copy with duplicate attention masks merged
+    (:mod:`fxremat.merge`); ``joint`` itself is what min-cut and the fallbacks run on."""
+    copy = _torch.copy_joint(joint)
+    primals = [n for n in copy.graph.nodes if n.op == "placeholder" and _torch.is_primal(n)]
+    static = frozenset(primals[i] for i in (static_indices or []) if i < len(primals))
+    merge_duplicates(copy, num_fwd_outputs, static)
+    return copy
 
 
 class _Rival(NamedTuple):

@@ -1,0 +1,105 @@
+"""``merge.merge_duplicates`` and ``_torch.is_random``: the two joint-graph facts that keep one
+attention mask per graph under Inductor.
+
+Invariants: only data-only values an SDPA call reads as its mask (and their data-only ancestors)
+are merged, each into the first identical node; values derived from parameters, and data-only
+values no attention reads, are left alone; gradients are unchanged.  SDPA without dropout is not
+random (no RNG replay wraps it); with dropout it is.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import fxremat
+from fxremat import _torch
+from fxremat.merge import merge_duplicates
+
+aten = torch.ops.aten
+
+
+def _joint(fn, *args) -> fx.GraphModule:
+    """A joint-like graph: placeholders named as AOTAutograd names primals, one gradient output
+    per primal (None where the primal gets none)."""
+    gm = make_fx(fn)(*args)
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        node.name = node.target = f"primals_{i + 1}"
+    gm.recompile()
+    return gm
+
+
+def _attention_layers(q, mask, w):
+    out = q
+    for _ in range(3):  # each "layer" converts the boolean mask again, as HF models do
+        bias = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+        out = F.scaled_dot_product_attention(out @ w, out, out, attn_mask=bias)
+    scaled = (w * 2).sum() + (w * 2).sum()  # a parameter-derived duplicate: never merged
+    return out, scaled, None, None, None  # (2 forward outputs) + one gradient per primal
+
+
+def test_identical_masks_feeding_attention_are_merged_once():
+    q, w = torch.randn(1, 2, 8, 4), torch.randn(4, 4)
+    mask = torch.rand(1, 1, 8, 8) > 0.3
+    gm = _joint(_attention_layers, q, mask, w)
+    wheres = lambda: [n for n in gm.graph.nodes if n.target is aten.masked_fill.Scalar]  # noqa: E731
+    assert len(wheres()) == 3
+    before = gm(q, mask, w)
+    merged = merge_duplicates(gm, num_fwd_outputs=2, static_inputs=frozenset())
+    assert merged >= 2 and len(wheres()) == 1
+    (fill,) = wheres()
+    assert sum("scaled_dot_product" in str(u.target) for u in fill.users) == 3
+    muls = [n for n in gm.graph.nodes if n.target is aten.mul.Tensor]
+    assert len(muls) == 2, "a duplicate derived from a parameter must stay"
+    after = gm(q, mask, w)
+    torch.testing.assert_close(after[0], before[0], rtol=0, atol=0)
+
+
+def test_no_gradient_pairing_no_merge():
+    q, w = torch.randn(1, 2, 8, 4), torch.randn(4, 4)
+    mask = torch.rand(1, 1, 8, 8) > 0.3
+    gm = _joint(_attention_layers, q, mask, w)
+    assert merge_duplicates(gm, num_fwd_outputs=3, static_inputs=frozenset()) == 0
+
+
+def test_sdpa_without_dropout_is_not_random():
+    def f(q, mask):
+        return (F.scaled_dot_product_attention(q, q, q, attn_mask=mask, dropout_p=0.0),
+                F.scaled_dot_product_attention(q, q, q, attn_mask=mask, dropout_p=0.1))
+
+    q, mask = torch.randn(1, 2, 8, 4), torch.zeros(1, 1, 8, 8)
+    gm = make_fx(f, decomposition_table=_torch.eager_decompositions())(q, mask)
+    seeded = [n for n in gm.graph.nodes
+              if n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())]
+    assert len(seeded) == 2
+    assert [_torch.is_random(n) for n in seeded] == [False, True]
+
+
+class _MaskedAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(3))
+
+    def forward(self, x, mask):
+        h = x
+        for p in self.proj:
+            bias = torch.zeros(mask.shape, dtype=x.dtype).masked_fill(~mask, float("-inf"))
+            q = p(h).view(2, 8, 2, 8).transpose(1, 2)
+            h = h + F.scaled_dot_product_attention(q, q, q, attn_mask=bias).transpose(1, 2).reshape(2, 8, 16)
+        return h.square().mean()
+
+
+def test_merged_masks_train_like_eager():
+    torch.manual_seed(0)
+    model = _MaskedAttention()
+    x = torch.randn(2, 8, 16)
+    mask = torch.ones(2, 1, 8, 8, dtype=torch.bool).tril()
+    model(x, mask).backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    with _torch.caches_disabled():
+        torch.compile(model, backend=fxremat.make_backend(compiler="eager"))(x, mask).backward()
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
