@@ -38,7 +38,7 @@ from helpers import RecordingPartitioner, loss_of
 from zoo import ZOO, GPTBlock, ZooCase
 
 import fxremat
-from fxremat import FxrematPartitioner, Options
+from fxremat import FxrematPartitioner, Options, _torch
 from fxremat.backend import min_cut_backend
 
 pytestmark = pytest.mark.usefixtures("fresh_compile")
@@ -234,10 +234,10 @@ def test_input_grads(name: str) -> None:
 
 
 def random_ops_in(gm: torch.fx.GraphModule) -> list[str]:
-    """Nodes of ``gm`` that draw random numbers (aten's ``nondeterministic_seeded`` tag)."""
+    """Nodes of ``gm`` that draw random numbers (aten's ``nondeterministic_seeded`` tag, except
+    ops whose dropout probability is literally 0, such as SDPA without dropout: ``_torch.is_random``)."""
     return [f"{n.name}: {n.target}" for n in gm.graph.nodes
-            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-            and torch.Tag.nondeterministic_seeded in n.target.tags]
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and _torch.is_random(n)]
 
 
 class DropoutGPT(nn.Module):
