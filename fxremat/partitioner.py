@@ -21,9 +21,10 @@ Invariants:
   (:func:`~fxremat.solvers.curve`), so a lower budget, which only adds plans, never predicts a
   higher peak; a budget no plan meets is best effort (every plan of the curve and the least-peak
   plans are candidates) with one warning, unless ``strict_budget``; with a fraction ``f`` below 1,
-  min-cut's own pair at ``activation_memory_budget=f`` is one more candidate when it is safe and
-  recomputes no random op (so fxremat at ``f`` never predicts more than min-cut at ``f``; that pair
-  is not among a lower budget's candidates, so monotonicity is of fxremat's own plans);
+  min-cut's own pairs at ``activation_memory_budget=f`` and at each fraction of ``RIVAL_GRID``
+  above ``f`` are candidates when safe and recomputing no random op (so fxremat at ``f`` never
+  predicts more than min-cut at ``f``, and a lower fraction keeps every pair of a higher grid
+  fraction: monotone on the grid);
 * PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
   ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
 * a node banned from recomputation (effectful, mutating, reading a mutated input, MUST_SAVE;
@@ -192,19 +193,37 @@ class _Rival(NamedTuple):
     timeline: Timeline
 
 
+# Min-cut's fractions tried as budget candidates above the user's own: a lower budget then has
+# every pair a higher one had (on this grid), so its predicted peak is never higher.
+RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+
+
 def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
                          options: Options) -> _Rival | None:
-    """With ``memory_budget`` a fraction below 1, min-cut's pair at the same
-    ``activation_memory_budget``, if it is safe; None otherwise (never raises).
+    """With ``memory_budget`` a fraction ``f`` below 1: of min-cut's pairs at
+    ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` above ``f``,
+    the safe one of least predicted peak; None if none is safe (never raises).
 
     The two fractions measure different things (fxremat's: of the activation chain's peak without
     recomputation; min-cut's: of its saved bytes), so a user comparing the knobs at one value could
     find min-cut's lower.  Its pair is one more candidate, run only if its predicted peak is lower
-    than every fxremat plan's.  It is rejected when :func:`~fxremat.saved.min_cut_hazards` finds
-    anything (a random op it would recompute among them: min-cut does not replay RNG state)."""
+    than every fxremat plan's.  A pair is rejected when :func:`~fxremat.saved.min_cut_hazards` finds
+    anything (a random op it would recompute among them: min-cut does not replay RNG state).  The
+    grid keeps budgets monotone: without it, min-cut's pair at 0.4 could be chosen at 0.4 and be
+    missing at 0.3 (a transformer predicted 2.75 MiB at 0.4 and 2.88 at 0.3, 2026-12-02)."""
     fraction = options.memory_budget
     if not isinstance(fraction, float) or fraction >= 1.0:
         return None
+    best: _Rival | None = None
+    for f in sorted({fraction, *(g for g in RIVAL_GRID if g > fraction)}):
+        rival = _min_cut_pair(joint, joint_inputs, pkw, jg, f)
+        if rival is not None and (best is None or rival.timeline.peak_bytes < best.timeline.peak_bytes):
+            best = rival
+    return best
+
+
+def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
+                  fraction: float) -> _Rival | None:
     try:
         with _torch.activation_memory_budget(fraction):
             fw, bw = _torch.min_cut(joint, joint_inputs, **pkw)
