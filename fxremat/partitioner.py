@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -196,6 +197,8 @@ class _Rival(NamedTuple):
 # Min-cut's fractions tried as budget candidates above the user's own: a lower budget then has
 # every pair a higher one had (on this grid), so its predicted peak is never higher.
 RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+# joint graph -> fraction -> min-cut's pair there (None: unsafe or failed); entries die with the graph
+_RIVALS: weakref.WeakKeyDictionary[fx.GraphModule, dict[float, "_Rival | None"]] = weakref.WeakKeyDictionary()
 
 
 def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
@@ -215,8 +218,11 @@ def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str
     if not isinstance(fraction, float) or fraction >= 1.0:
         return None
     best: _Rival | None = None
+    pairs = _RIVALS.setdefault(joint, {})  # a sweep over budgets partitions one joint graph many times
     for f in sorted({fraction, *(g for g in RIVAL_GRID if g > fraction)}):
-        rival = _min_cut_pair(joint, joint_inputs, pkw, jg, f)
+        if f not in pairs:
+            pairs[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f)
+        rival = pairs[f]
         if rival is not None and (best is None or rival.timeline.peak_bytes < best.timeline.peak_bytes):
             best = rival
     return best
@@ -325,7 +331,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
         # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
         # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
-        fw, bw, timeline = rival
+        fw, bw, timeline = _torch.copy_joint(rival.fw), _torch.copy_joint(rival.bw), rival.timeline  # cached: hand out copies
         chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
