@@ -25,6 +25,9 @@ Invariants:
   above ``f`` are candidates when safe and recomputing no random op (so fxremat at ``f`` never
   predicts more than min-cut at ``f``, and a lower fraction keeps every pair of a higher grid
   fraction: monotone on the grid);
+* partition calls on one joint graph (a budget sweep, ``explain``) share a memo of min-cut's
+  pairs and of the pairs extracted for fxremat's plans, which dies with the graph; every pair
+  returned is a copy, so nothing memoized is ever edited by AOTAutograd or Inductor;
 * PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
   ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
 * a node banned from recomputation (effectful, mutating, reading a mutated input, MUST_SAVE;
@@ -39,7 +42,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch.fx as fx
 
@@ -140,9 +143,10 @@ def partition(
     # Everything AOTAutograd passed; each of torch's partitioners gets the part it accepts
     # (default_partition takes no ``compiler``).
     pkw = {"num_fwd_outputs": num_fwd_outputs, "static_lifetime_input_indices": static_lifetime_input_indices, **kwargs}
+    memo = _memo(joint_module, pkw)
     try:
         with _default_min_cut_budget():
-            mc_fw, mc_bw = _torch.min_cut(joint_module, joint_inputs, **pkw)
+            mc_fw, mc_bw = memo.min_cut(joint_module, joint_inputs, pkw, None)
     except Exception as exc:  # noqa: BLE001 - min-cut (or the copy it runs on) failed: save, never recompute
         log.warning(
             "fxremat: falling back to PyTorch's default_partition (min-cut failed): %s: %s", type(exc).__name__, exc
@@ -155,8 +159,9 @@ def partition(
         jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
-        rival = _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options)
-        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival)
+        rival = lambda: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo)  # noqa: E731
+        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
+                               memo)
         report = replace(report, seconds=time.perf_counter() - start)
         _log_report(report)
     except BudgetError:
@@ -164,7 +169,7 @@ def partition(
     except Exception as exc:  # noqa: BLE001 - any failure must fall back, loudly
         if not unsafe:  # min-cut's pair is safe, or nothing is known: what PyTorch itself would run
             log.warning("fxremat: falling back to PyTorch's min-cut partitioner: %s: %s", type(exc).__name__, exc)
-            return mc_fw, mc_bw
+            return _handed_out(mc_fw, mc_bw)
         log.warning(
             "fxremat: falling back to PyTorch's default_partition (min-cut %s): %s: %s",
             unsafe[0], type(exc).__name__, exc,
@@ -172,8 +177,70 @@ def partition(
         return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
     if report.chosen == "min-cut":
-        return mc_fw, mc_bw
-    return fw, bw
+        return _handed_out(mc_fw, mc_bw)
+    return _handed_out(fw, bw)
+
+
+def _handed_out(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Copies of a memoized pair: AOTAutograd and Inductor edit the graphs they are given, and a
+    later partition call on the same joint graph may hand the same pair out again."""
+    return _torch.copy_joint(fw), _torch.copy_joint(bw)
+
+
+class _Extracted(NamedTuple):
+    """One plan's saved set (names), extracted pair and predicted timeline."""
+
+    saved: tuple[str, ...]
+    fw: fx.GraphModule
+    bw: fx.GraphModule
+    timeline: Timeline
+
+
+class _Memo:
+    """What every partition call on one joint graph shares: min-cut's pairs by fraction and the
+    pairs extracted for fxremat's plans.  AOTAutograd partitions a joint graph once; a budget sweep
+    or ``explain`` partitions it many times, and each min-cut run or extraction costs a second on a
+    small transformer.  Keyed by the graph object (entries die with it) and by the arguments that
+    change a result (an AOTAutograd joint graph is not edited after it is partitioned); what leaves
+    the memo is a copy (:func:`_handed_out`), so nothing in it is ever edited."""
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.min_cuts: dict[float | None, tuple[fx.GraphModule, fx.GraphModule]] = {}
+        self.rivals: dict[float, _Rival | None] = {}
+        self.extracted: dict[tuple[str, tuple[int, ...]], _Extracted] = {}
+
+    def min_cut(self, joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
+                fraction: float | None) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """Min-cut's pair at ``activation_memory_budget`` = ``fraction`` (None: whatever the caller's
+        context sets); failures are not memoized: they raise again."""
+        if fraction not in self.min_cuts:
+            if fraction is None:
+                self.min_cuts[None] = _torch.min_cut(joint, joint_inputs, **pkw)
+            else:
+                with _torch.activation_memory_budget(fraction):
+                    self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, **pkw)
+        return self.min_cuts[fraction]
+
+
+_MEMOS: weakref.WeakKeyDictionary[fx.GraphModule, _Memo] = weakref.WeakKeyDictionary()
+
+
+def _memo(joint: fx.GraphModule, pkw: dict[str, Any]) -> _Memo:
+    key = (pkw["num_fwd_outputs"], tuple(pkw.get("static_lifetime_input_indices") or ()), pkw.get("compiler"),
+           _torch.min_cut_activation_memory_budget())
+    memo = _MEMOS.get(joint)
+    if memo is None or memo.key != key:
+        memo = _MEMOS[joint] = _Memo(key)
+    return memo
+
+
+def min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, fraction: float, **kwargs: Any
+                 ) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Min-cut's pair for ``joint`` at ``activation_memory_budget=fraction``, memoized as the
+    partition function's own budget candidates are (tests compare against it without paying for
+    min-cut twice).  ``kwargs``: what AOTAutograd passes the partitioner."""
+    return _handed_out(*_memo(joint, kwargs).min_cut(joint, joint_inputs, kwargs, fraction))
 
 
 def _merged_copy(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: list[int] | None) -> fx.GraphModule:
@@ -197,12 +264,9 @@ class _Rival(NamedTuple):
 # Min-cut's fractions tried as budget candidates above the user's own: a lower budget then has
 # every pair a higher one had (on this grid), so its predicted peak is never higher.
 RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
-# joint graph -> fraction -> min-cut's pair there (None: unsafe or failed); entries die with the graph
-_RIVALS: weakref.WeakKeyDictionary[fx.GraphModule, dict[float, "_Rival | None"]] = weakref.WeakKeyDictionary()
-
 
 def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
-                         options: Options) -> _Rival | None:
+                         options: Options, memo: _Memo) -> _Rival | None:
     """With ``memory_budget`` a fraction ``f`` below 1: of min-cut's pairs at
     ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` above ``f``,
     the safe one of least predicted peak; None if none is safe (never raises).
@@ -218,21 +282,19 @@ def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str
     if not isinstance(fraction, float) or fraction >= 1.0:
         return None
     best: _Rival | None = None
-    pairs = _RIVALS.setdefault(joint, {})  # a sweep over budgets partitions one joint graph many times
     for f in sorted({fraction, *(g for g in RIVAL_GRID if g > fraction)}):
-        if f not in pairs:
-            pairs[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f)
-        rival = pairs[f]
+        if f not in memo.rivals:
+            memo.rivals[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f, memo)
+        rival = memo.rivals[f]
         if rival is not None and (best is None or rival.timeline.peak_bytes < best.timeline.peak_bytes):
             best = rival
     return best
 
 
 def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
-                  fraction: float) -> _Rival | None:
+                  fraction: float, memo: _Memo) -> _Rival | None:
     try:
-        with _torch.activation_memory_budget(fraction):
-            fw, bw = _torch.min_cut(joint, joint_inputs, **pkw)
+        fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
         if why:
             log.info("fxremat: min-cut at activation_memory_budget=%r is not a candidate: %s", fraction, why[0])
@@ -245,7 +307,9 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
 
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
-          rival: _Rival | None = None):
+          rival_of: Callable[[], _Rival | None], memo: _Memo):
+    """The pair to run and its report.  ``rival_of()``: min-cut's budget candidate, asked for only
+    once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
     by_name = {n.name: n for n in joint.graph.nodes}
     # Min-cut's saved values are the base plan.  The generator states its own RNG functionalization
@@ -272,13 +336,11 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     # alive whatever the plan (docs/usage.md); least peak is planned on the whole chain.
     budget_chain = lin.activation_chain or lin.chain
     budget = options.budget_bytes(budget_chain.no_recompute_peak())
-    done: dict[tuple[int, tuple[int, ...]], _Candidate] = {}
-
     def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
-        key = (id(lin_), plan.checkpoints)
-        if key not in done:
-            done[key] = _candidate(jg, lin_, chain or lin_.chain, plan, base_tensors, sym)
-        return done[key]
+        key = ("always" if lin_ is lin else "last", plan.checkpoints)  # the same on every call (memo)
+        if key not in memo.extracted:
+            memo.extracted[key] = _extract(jg, lin_, plan, base_tensors, sym)
+        return _Candidate(chain or lin_.chain, plan, *memo.extracted[key])
 
     def least_peak_plan(chain: Chain) -> Plan:
         # Least peak, then the least level of the stages that do not force it (a loss head must
@@ -326,12 +388,13 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     chain, plan, saved, fw, bw, timeline = best
 
-    saved_names = tuple(n.name for n in saved)
+    saved_names = saved
+    rival = rival_of()
     if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
         # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
         # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
-        fw, bw, timeline = _torch.copy_joint(rival.fw), _torch.copy_joint(rival.bw), rival.timeline  # cached: hand out copies
+        fw, bw, timeline = rival.fw, rival.bw, rival.timeline
         chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
@@ -377,16 +440,16 @@ def _default_min_cut_budget():
 class _Candidate(NamedTuple):
     chain: Chain
     plan: Plan
-    saved: list[fx.Node]
+    saved: tuple[str, ...]
     fw: fx.GraphModule
     bw: fx.GraphModule
     timeline: Timeline
 
 
-def _candidate(jg: JointGraph, lin: Linearization, chain: Chain, plan: Plan, base_tensors: list[fx.Node],
-               sym: list[fx.Node]) -> _Candidate:
+def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node],
+             sym: list[fx.Node]) -> _Extracted:
     """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan of
-    ``chain`` (``lin``'s chain, or its activation chain for a budget)."""
+    ``lin``'s chain (or of its activation chain, for a budget: the same stages)."""
     saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
     fw, bw = _torch.extract_fwd_bwd(
         jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
@@ -395,7 +458,7 @@ def _candidate(jg: JointGraph, lin: Linearization, chain: Chain, plan: Plan, bas
     if jg.inductor:
         keep_matmuls_in_place(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Candidate(chain, plan, saved, fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
+    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
 
 
 def _log_report(r: PartitionReport) -> None:

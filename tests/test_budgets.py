@@ -118,23 +118,22 @@ def test_every_budget_on_the_curve(monkeypatch):
     (a gap of the chain model), so a pair whose chain peak is above that budget runs there."""
     curves: list[list[fxremat.Plan]] = []
     replayed: dict[tuple[int, ...], int] = {}  # checkpoints -> predicted peak of the extracted pair
-    real_curve, real_candidate = fxremat.partitioner.curve, fxremat.partitioner._candidate
+    real_curve, real_extract = fxremat.partitioner.curve, fxremat.partitioner._extract
 
     def recording_curve(solve, chain):
         curves.append(real_curve(solve, chain))
         return curves[-1]
 
-    def recording_candidate(jg, lin, chain, plan, *args):
-        candidate = real_candidate(jg, lin, chain, plan, *args)
-        replayed.setdefault(plan.checkpoints, candidate.timeline.peak_bytes)
-        return candidate
+    def recording_extract(jg, lin, plan, *args):  # once per plan: the partition calls share a memo
+        extracted = real_extract(jg, lin, plan, *args)
+        replayed.setdefault(plan.checkpoints, extracted.timeline.peak_bytes)
+        return extracted
 
     monkeypatch.setattr(fxremat.partitioner, "curve", recording_curve)
-    monkeypatch.setattr(fxremat.partitioner, "_candidate", recording_candidate)
+    monkeypatch.setattr(fxremat.partitioner, "_extract", recording_extract)
 
     def breakpoints(joint, joint_inputs, kwargs):
         fxremat.partition(joint, joint_inputs, options=Options(memory_budget=1.0), **kwargs)  # computes the curve
-        replayed.clear()  # from here on: the plans the breakpoints evaluate (each on the curve's own chain)
         return [p.peak_bytes for p in curves[0]]  # ints: bytes on the chain model
 
     reports = plan_each(*masked(), breakpoints)
@@ -183,8 +182,7 @@ def test_no_higher_than_min_cut_at_the_same_fraction(name):
 
     def budgets(joint, joint_inputs, kwargs):
         for f in fractions:
-            with _torch.activation_memory_budget(f):
-                fw, bw = _torch.min_cut(joint, joint_inputs, **kwargs)
+            fw, bw = fxremat.partitioner.min_cut_pair(joint, joint_inputs, f, **kwargs)  # memoized: planning reuses it
             random = any(_torch.is_random(n) for n in bw.graph.nodes)
             rivals[f] = None if random else simulate(fw, bw, kwargs["num_fwd_outputs"], False).peak_bytes
         return fractions

@@ -79,7 +79,7 @@ def test_frontier_point_is_frozen():
         frontier(CASES[0].chain)[0].peak_bytes = 1
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chains(max_n=10))
 def test_frontier_equals_brute_force(chain: Chain):
     points = frontier(chain)
@@ -90,7 +90,7 @@ def test_frontier_equals_brute_force(chain: Chain):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chains(max_n=200), st.data())
+@given(chains(max_n=120), st.data())
 def test_frontier_agrees_with_dp(chain: Chain, data):
     points = frontier(chain)
     check_shape(chain, points)
@@ -112,7 +112,7 @@ def test_frontier_agrees_with_dp(chain: Chain, data):
 def test_frontier_long_chain_is_fast():
     import time
 
-    n = 2000
+    n = 1000
     chain = Chain([1 + i % 7 for i in range(n + 1)], [5 + i % 3 for i in range(n)], [i % 11 for i in range(n)],
                   [1.0 + i % 5 for i in range(n)])
     start = time.perf_counter()

@@ -76,6 +76,35 @@ def test_report_list_is_bounded(monkeypatch):
     assert reports[0].budget_bytes > reports[1].budget_bytes  # the two newest, oldest first
 
 
+def test_partition_memo_dies_with_the_joint_graph():
+    """Partition calls on one joint graph share min-cut's pairs and the extracted plans (a budget
+    sweep partitions one graph many times); the memo holds them only while the graph lives, and
+    every pair handed out is a copy, never a memoized object."""
+    import gc
+
+    handed: list[torch.fx.GraphModule] = []
+
+    def twice(joint, joint_inputs, **kwargs):
+        for b in (None, 0.5, None):
+            handed.extend(fxremat.partition(joint, joint_inputs, options=Options(memory_budget=b), **kwargs))
+        (memo,) = fxremat.partitioner._MEMOS.values()
+        assert memo.min_cuts and memo.extracted and memo.rivals
+        memoized = {id(g) for pair in memo.min_cuts.values() for g in pair}
+        memoized |= {id(g) for e in memo.extracted.values() for g in (e.fw, e.bw)}
+        assert not memoized & {id(g) for g in handed}, "a memoized graph was handed out"
+        return handed[-2], handed[-1]
+
+    backend = make_backend(compiler="eager")
+    backend.partitioner = twice
+    model, inputs = deep()
+    with captured_warnings():
+        grads(model, inputs, backend)
+    handed.clear()
+    torch._dynamo.reset()
+    gc.collect()
+    assert len(fxremat.partitioner._MEMOS) == 0
+
+
 def test_saved_value_missing_from_joint_graph_falls_back_loudly(monkeypatch):
     real = _torch.saved_names
 
