@@ -82,12 +82,16 @@ def test_partition_memo_dies_with_the_joint_graph():
     every pair handed out is a copy, never a memoized object."""
     import gc
 
+    import weakref
+
     handed: list[torch.fx.GraphModule] = []
+    joints: list[weakref.ref] = []
 
     def twice(joint, joint_inputs, **kwargs):
+        joints.append(weakref.ref(joint))
         for b in (None, 0.5, None):
             handed.extend(fxremat.partition(joint, joint_inputs, options=Options(memory_budget=b), **kwargs))
-        (memo,) = fxremat.partitioner._MEMOS.values()
+        memo = fxremat.partitioner._MEMOS[joint]
         assert memo.min_cuts and memo.extracted and memo.rivals
         memoized = {id(g) for pair in memo.min_cuts.values() for g in pair}
         memoized |= {id(g) for e in memo.extracted.values() for g in (e.fw, e.bw)}
@@ -102,7 +106,8 @@ def test_partition_memo_dies_with_the_joint_graph():
     handed.clear()
     torch._dynamo.reset()
     gc.collect()
-    assert len(fxremat.partitioner._MEMOS) == 0
+    (joint,) = joints
+    assert joint() is None, "the joint graph outlives its compile (and with it the memo)"
 
 
 def test_saved_value_missing_from_joint_graph_falls_back_loudly(monkeypatch):

@@ -1,6 +1,8 @@
 """``lowering.keep_matmuls_in_place``: a matmul read only by an add whose other operand comes later
 is rewritten as the transpose of the transposed product, so Inductor's post-grad pass does not
 turn the pair into one ``addmm`` at the add (which keeps the matmul's operands alive until then).
+``lowering.accumulate_into_addend``: ``x + put_acc(zeros, ...)`` (a tied embedding's gradient
+added to its head's) becomes ``put_acc(x, ...)``: one weight-sized buffer instead of three.
 
 Invariants: the rewrite is exact in value (checked against the original graph on real tensors),
 every new node has a ``meta["val"]`` of the right shape, the graph lints, and matmuls whose add
@@ -21,7 +23,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from helpers import loss_of
 from test_inductor_replay import inductor_mode_backend
 
-from fxremat.lowering import keep_matmuls_in_place
+from fxremat.lowering import accumulate_into_addend, keep_matmuls_in_place
 from fxremat.partitioner import partition
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -103,6 +105,45 @@ def test_early_operand_or_small_operands_are_left_alone():
     assert keep_matmuls_in_place(gm) == 0
 
 
+def _tied_weight_gradient(head_grad_in, idx, values):
+    head = head_grad_in.t() @ head_grad_in.new_ones(16, 64)  # (vocab, 64), early
+    emb = torch.ops.aten._unsafe_masked_index_put_accumulate(
+        torch.zeros(32, 64), (idx >= 0).unsqueeze(-1), [idx], torch.tanh(values))  # later
+    return (head + emb,)
+
+
+TIED_ARGS = (torch.randn(16, 32), torch.tensor([3, 3, 7, 0, 31, 3]), torch.randn(6, 64))
+
+
+def _accumulating_puts_read_by_an_add(gm: fx.GraphModule) -> list[fx.Node]:
+    name = lambda n: getattr(getattr(n.target, "overloadpacket", None), "__name__", "")  # noqa: E731
+    return [n for n in gm.graph.nodes if name(n) == "_unsafe_masked_index_put_accumulate"
+            and any(u.target is aten.add.Tensor for u in n.users)]
+
+
+def test_tied_embedding_gradient_accumulates_into_the_head_gradient():
+    gm = make_fx(_tied_weight_gradient, tracing_mode="fake")(*TIED_ARGS)
+    ref = make_fx(_tied_weight_gradient)(*TIED_ARGS)
+    assert _accumulating_puts_read_by_an_add(gm)
+    assert accumulate_into_addend(gm) == 1
+    gm.graph.lint()
+    assert not _accumulating_puts_read_by_an_add(gm)
+    assert not [n for n in gm.graph.nodes if n.target in (aten.zeros.default, aten.full.default)]
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*TIED_ARGS)[0], ref(*TIED_ARGS)[0])
+
+
+def test_accumulation_left_alone_when_the_addend_is_read_again():
+    def read_again(a, idx, values):
+        head = a.t() @ a.new_ones(16, 64)
+        emb = torch.ops.aten._unsafe_masked_index_put_accumulate(
+            torch.zeros(32, 64), (idx >= 0).unsqueeze(-1), [idx], values)
+        return head + emb, head.sum()
+
+    gm = make_fx(read_again, tracing_mode="fake")(*TIED_ARGS)
+    assert accumulate_into_addend(gm) == 0  # the head gradient is read after the add: not written over
+
+
 @pytest.mark.usefixtures("fresh_compile")
 def test_tied_lm_head_gradient_is_not_deferred():
     """Tiny HF GPT-2 (LM head tied to the token embedding), planned for Inductor."""
@@ -124,6 +165,9 @@ def test_tied_lm_head_gradient_is_not_deferred():
     assert any(_deferred_pairs(bw) for bw in mc_bws), "min-cut's backward has the tied head's matmul-add pair"
     fx_built, fx_bws = planned(partition)
     assert not any(_deferred_pairs(bw) for bw in fx_bws)
+    # and the embedding's gradient is accumulated into the head's, not into zeros then added
+    assert any(_accumulating_puts_read_by_an_add(bw) for bw in mc_bws), "min-cut's backward adds the two"
+    assert not any(_accumulating_puts_read_by_an_add(bw) for bw in fx_bws)
     for (name, p), q in zip(fx_built.module.named_parameters(), ref.module.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
 
