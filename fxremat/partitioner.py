@@ -25,7 +25,7 @@ Invariants:
   above ``f`` are candidates when safe and recomputing no random op (so fxremat at ``f`` never
   predicts more than min-cut at ``f``, and a lower fraction keeps every pair of a higher grid
   fraction: monotone on the grid);
-* partition calls on one joint graph (a budget sweep, ``explain``) share a memo of min-cut's
+* partition calls on one joint graph (a budget sweep) share a memo of min-cut's
   pairs and of the pairs extracted for fxremat's plans, which dies with the graph; every pair
   returned is a copy, so nothing memoized is ever edited by AOTAutograd or Inductor;
 * PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
@@ -199,7 +199,7 @@ class _Extracted(NamedTuple):
 class _Memo:
     """What every partition call on one joint graph shares: min-cut's pairs by fraction and the
     pairs extracted for fxremat's plans.  AOTAutograd partitions a joint graph once; a budget sweep
-    or ``explain`` partitions it many times, and each min-cut run or extraction costs a second on a
+    partitions it many times, and each min-cut run or extraction costs a second on a
     small transformer.  Keyed by the graph object (entries die with it) and by the arguments that
     change a result (an AOTAutograd joint graph is not edited after it is partitioned); what leaves
     the memo is a copy (:func:`_handed_out`), so nothing in it is ever edited."""
