@@ -163,6 +163,18 @@ def inductor_realize_thresholds(cpu: bool) -> tuple[int, int]:
     return opcount, acc
 
 
+_INDEX_PUTS = ("index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate")
+
+
+def index_put_name(node: Any) -> str | None:
+    """The op's name if ``node`` is an index-put (it writes values into a copy of its first
+    argument; an embedding's gradient is one, accumulating into zeros), else None."""
+    if not isinstance(node, fx.Node) or node.op != "call_function":
+        return None
+    name = getattr(getattr(node.target, "overloadpacket", None), "__name__", None)
+    return name if name in _INDEX_PUTS else None
+
+
 def is_random(node: fx.Node) -> bool:
     """Whether ``node`` draws random numbers: a seeded op, unless its dropout probability is
     literally 0 (SDPA without dropout is tagged seeded but draws nothing; wrapping it for RNG

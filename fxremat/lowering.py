@@ -95,13 +95,13 @@ def accumulate_into_addend(gm: fx.GraphModule) -> int:
 
 
 def _is_accumulating_put(node: object) -> bool:
-    if not isinstance(node, fx.Node) or node.op != "call_function":
+    name = _torch.index_put_name(node)
+    if name is None:
         return False
-    name = getattr(getattr(node.target, "overloadpacket", None), "__name__", "")
     if name == "_unsafe_masked_index_put_accumulate":
         return True
     accumulate = node.kwargs.get("accumulate", node.args[3] if len(node.args) > 3 else False)
-    return name in ("index_put", "_unsafe_index_put") and accumulate is True
+    return accumulate is True
 
 
 def _zeros(node: object) -> bool:

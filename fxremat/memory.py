@@ -104,18 +104,12 @@ def _storages(node: fx.Node) -> list[tuple[object, int]]:
 
 _is_pointwise = _torch.inductor_pointwise
 
-# Ops that write into a copy of their first argument and that Inductor runs in place when that
-# argument dies at them (its reinplacing pass): an embedding's gradient, accumulated into a
-# buffer of zeros, is one buffer, not two (HF Llama, sequence 256: 8 MiB over-predicted).
-_WRITES_INTO_FIRST_ARG = frozenset(
-    op for op in (getattr(torch.ops.aten, name, None) for name in
-                  ("index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate"))
-    if op is not None
-)
-
-
 def _reinplaced(node: fx.Node) -> bool:
-    return getattr(node.target, "overloadpacket", None) in _WRITES_INTO_FIRST_ARG
+    """An index-put, which writes into a copy of its first argument and which Inductor runs in
+    place when that argument dies at it (its reinplacing pass): an embedding's gradient,
+    accumulated into a buffer of zeros, is one buffer, not two (HF Llama, sequence 256: 8 MiB
+    over-predicted)."""
+    return _torch.index_put_name(node) is not None
 
 
 def _fused(graph: fx.Graph) -> set[fx.Node]:

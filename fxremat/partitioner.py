@@ -215,11 +215,8 @@ class _Memo:
         """Min-cut's pair at ``activation_memory_budget`` = ``fraction`` (None: whatever the caller's
         context sets); failures are not memoized: they raise again."""
         if fraction not in self.min_cuts:
-            if fraction is None:
-                self.min_cuts[None] = _torch.min_cut(joint, joint_inputs, **pkw)
-            else:
-                with _torch.activation_memory_budget(fraction):
-                    self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, **pkw)
+            with _torch.activation_memory_budget(fraction):
+                self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, **pkw)
         return self.min_cuts[fraction]
 
 
@@ -227,8 +224,7 @@ _MEMOS: weakref.WeakKeyDictionary[fx.GraphModule, _Memo] = weakref.WeakKeyDictio
 
 
 def _memo(joint: fx.GraphModule, pkw: dict[str, Any]) -> _Memo:
-    key = (pkw["num_fwd_outputs"], tuple(pkw.get("static_lifetime_input_indices") or ()), pkw.get("compiler"),
-           _torch.min_cut_activation_memory_budget())
+    key = (pkw["num_fwd_outputs"], tuple(pkw.get("static_lifetime_input_indices") or ()), pkw.get("compiler"))
     memo = _MEMOS.get(joint)
     if memo is None or memo.key != key:
         memo = _MEMOS[joint] = _Memo(key)
@@ -264,6 +260,7 @@ class _Rival(NamedTuple):
 # Min-cut's fractions tried as budget candidates above the user's own: a lower budget then has
 # every pair a higher one had (on this grid), so its predicted peak is never higher.
 RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+
 
 def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
                          options: Options, memo: _Memo) -> _Rival | None:
@@ -336,6 +333,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     # alive whatever the plan (docs/usage.md); least peak is planned on the whole chain.
     budget_chain = lin.activation_chain or lin.chain
     budget = options.budget_bytes(budget_chain.no_recompute_peak())
+
     def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
         key = ("always" if lin_ is lin else "last", plan.checkpoints)  # the same on every call (memo)
         if key not in memo.extracted:
@@ -386,9 +384,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         if not met:  # best effort: everything, including the least-peak plans of budget=None
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
-    chain, plan, saved, fw, bw, timeline = best
-
-    saved_names = saved
+    chain, plan, saved_names, fw, bw, timeline = best
     rival = rival_of()
     if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):

@@ -57,20 +57,27 @@ def _late_add(a, b, x):
 ARGS = (torch.randn(256, 64), torch.randn(256, 32), torch.randn(64, 32))
 
 
-def test_late_add_is_rewritten_exactly():
-    gm = make_fx(_late_add, tracing_mode="fake")(*ARGS)
-    ref = make_fx(_late_add)(*ARGS)
-    assert _deferred_pairs(gm)
-    assert keep_matmuls_in_place(gm) == 1
+def rewritten_exactly(fn, args, rewrite, pending) -> fx.GraphModule:
+    """Trace ``fn``, check that ``pending`` finds something, ``rewrite`` rewrites it once and
+    ``pending`` then finds nothing, and that the rewritten graph equals the original on ``args``."""
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    ref = make_fx(fn)(*args)
+    assert pending(gm)
+    assert rewrite(gm) == 1
     gm.graph.lint()
-    assert not _deferred_pairs(gm)
+    assert not pending(gm)
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # run the rewritten graph on real tensors
+    torch.testing.assert_close(real(*args)[0], ref(*args)[0])
+    return gm
+
+
+def test_late_add_is_rewritten_exactly():
+    gm = rewritten_exactly(_late_add, ARGS, keep_matmuls_in_place, _deferred_pairs)
     for n in gm.graph.nodes:
         if n.op == "call_function":
             assert isinstance(n.meta.get("val"), torch.Tensor), n
     (mm,) = [n for n in gm.graph.nodes if n.target is aten.mm.default]
     assert tuple(mm.meta["val"].shape) == (32, 64)
-    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # run the rewritten graph on real tensors
-    torch.testing.assert_close(real(*ARGS)[0], ref(*ARGS)[0])
 
 
 def _shared_weight_gradient(a1, b1, a2, b2, a3, b3, x):
@@ -122,15 +129,8 @@ def _accumulating_puts_read_by_an_add(gm: fx.GraphModule) -> list[fx.Node]:
 
 
 def test_tied_embedding_gradient_accumulates_into_the_head_gradient():
-    gm = make_fx(_tied_weight_gradient, tracing_mode="fake")(*TIED_ARGS)
-    ref = make_fx(_tied_weight_gradient)(*TIED_ARGS)
-    assert _accumulating_puts_read_by_an_add(gm)
-    assert accumulate_into_addend(gm) == 1
-    gm.graph.lint()
-    assert not _accumulating_puts_read_by_an_add(gm)
+    gm = rewritten_exactly(_tied_weight_gradient, TIED_ARGS, accumulate_into_addend, _accumulating_puts_read_by_an_add)
     assert not [n for n in gm.graph.nodes if n.target in (aten.zeros.default, aten.full.default)]
-    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    torch.testing.assert_close(real(*TIED_ARGS)[0], ref(*TIED_ARGS)[0])
 
 
 def test_accumulation_left_alone_when_the_addend_is_read_again():
