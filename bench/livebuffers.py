@@ -31,15 +31,27 @@ class Walk:
     alive: tuple[tuple[str, int], ...]  # (buffer, bytes) alive at the peak, largest first
 
 
-def walk(call_body: str) -> Walk:
-    """Walk one ``call`` function's source."""
+_INPUT = re.compile(r"assert_size_stride\((\w+), \(([^)]*)\), \(([^)]*)\)")
+
+
+def walk(call_body: str, inputs: bool = False) -> Walk:
+    """Walk one ``call`` function's source.  ``inputs``: also count the graph's inputs other than
+    ``primals_*`` (parameters and user inputs are alive anyway), i.e. the saved tensors and tangents
+    a backward is called with, each as float32 of its asserted size and stride, freed at its ``del``
+    (two inputs that are views of one storage are counted twice)."""
     size: dict[str, int] = {}    # storage -> bytes, while alive
     alias: dict[str, str] = {}   # name -> its storage
     current = peak = 0
     peak_line, alive = "", {}
     for line in call_body.splitlines():
         s = line.strip()
-        if m := _ALLOC.match(s):
+        if inputs and (m := _INPUT.match(s)) and not m.group(1).startswith("primals_"):
+            dims = [int(d) for d in m.group(2).split(",") if d.strip()]
+            strides = [int(d) for d in m.group(3).split(",") if d.strip()]
+            size[m.group(1)] = 4 * (1 + sum((d - 1) * st for d, st in zip(dims, strides))) if all(dims) else 0
+            alias[m.group(1)] = m.group(1)
+            current += size[m.group(1)]
+        elif m := _ALLOC.match(s):
             name, shape, dtype = m.groups()
             dims = [int(d) for d in shape.split(",") if d.strip()]
             size[name] = math.prod(dims) * _BYTES.get(dtype, 4)
@@ -76,12 +88,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("log", help="a TORCH_LOGS=output_code log (or one output-code module)")
     parser.add_argument("--top", type=int, default=12, help="live buffers to list at each peak")
+    parser.add_argument("--inputs", action="store_true",
+                        help="also count the inputs other than primals_* (saved tensors, tangents; as float32)")
     args = parser.parse_args()
     with open(args.log) as f:
         bodies = call_bodies(f.read())
     for k, body in enumerate(bodies):
-        w = walk(body)
-        print(f"graph {k}: peak {w.peak_bytes / 2**20:.2f} MiB allocated by the graph, at: {w.peak_line[:120]}")
+        w = walk(body, args.inputs)
+        what = "with its saved inputs" if args.inputs else "allocated by the graph"
+        print(f"graph {k}: peak {w.peak_bytes / 2**20:.2f} MiB {what}, at: {w.peak_line[:120]}")
         print("  alive:", ", ".join(f"{b} {n / 2**20:.2f}" for b, n in w.alive[: args.top]), f"({len(w.alive)} buffers)")
 
 

@@ -13,7 +13,10 @@ storages the forward returns (the caller holds them anyway), storages derived on
 parameters and constants, and small storages (at most 1/16 of the median forward storage, or
 4 KiB; the median, not the largest, so one huge logits tensor cannot make activations small).  A pinned
 storage that crosses a chosen checkpoint is saved with it (a returned one only where the backward
-reads it directly: :func:`~fxremat.saved.close_over_bans` drops caller-visible values).
+reads it directly: :func:`~fxremat.saved.close_over_bans` drops caller-visible values), except
+the *rebuilt* ones (:func:`_rebuilt`): cheap values of constants, parameters and inputs that get
+no gradient (attention masks, rotary tables, position biases), which no plan saves and the
+backward computes again where it needs them.  The chain counts neither.
 
 Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
@@ -40,6 +43,7 @@ from typing import Callable, Iterable
 
 import torch.fx as fx
 
+from . import _torch
 from .analysis import JointGraph, Role
 from .chain import Chain
 from .memory import backward_scratch_bytes
@@ -48,6 +52,7 @@ __all__ = ["Linearization", "linearize", "fold_always_saved", "fold_gradients"]
 
 SMALL_BYTES = 4096
 SMALL_FRACTION = 16
+REBUILD_COST_PER_BYTE = 2.0  # a float32 value rebuilt by up to ~8 pointwise ops per element
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ class Linearization:
     # the same chain with the lean stage transients (no input gradient written, no convolution
     # backward scratch): a second model of the same cuts, for the partitioner's candidates
     lean_chain: Chain | None = None
+    # cheap values of constants, parameters and no-gradient inputs that no plan saves: the
+    # backward rebuilds them (:func:`_rebuilt`)
+    rebuilt: tuple[fx.Node, ...] = ()
 
     def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
         """The values to save for a plan: the long-lived values, the checkpoints' crossing values,
@@ -105,10 +113,11 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     for key in external:
         born.pop(key, None)
 
-    pinned = _pinned(jg, born)
+    rebuilt = _rebuilt(jg, born)
+    pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
     options = _long_lived(tracked, born, last_use, readers, len(forward))
-    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived)  # noqa: E731
+    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
     if score is None or len(options) == 1:
         return build(options[-1])
     # Each choice is a consistent model (its long-lived storages are saved by every plan of it):
@@ -117,7 +126,8 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
 
 
 def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node], born: dict[object, int],
-           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object]) -> Linearization:
+           last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object],
+           rebuilt: set[object]) -> Linearization:
     """The chain whose boundaries are those of ``tracked`` minus ``long_lived`` storages."""
     forward, facts = jg.forward, jg.facts
     tracked = [key for key in tracked if key not in long_lived]
@@ -183,13 +193,15 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     transient, lean = fold_gradients(transient, gradients), fold_gradients(lean, gradients)
     crossing: list[list[fx.Node]] = [[] for _ in boundaries]
     for key, k0 in born.items():  # every value (tracked or pinned) crossing a boundary is saved with it
-        if key in jg.storage_owner:
+        if key in jg.storage_owner and key not in rebuilt:
             for i in range(bisect.bisect_left(boundaries, k0), bisect.bisect_left(boundaries, last_use[key])):
                 crossing[i].append(jg.storage_owner[key])
     chain = Chain(tuple(output), tuple(saved), tuple(transient), tuple(cost))
     kept = tuple(jg.storage_owner[key] for key in long_lived if key in jg.storage_owner)
     lean_chain = Chain(tuple(output), tuple(saved), tuple(lean), tuple(cost))
-    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations, lean_chain)
+    rebuilt_nodes = tuple(jg.storage_owner[key] for key in rebuilt if key in jg.storage_owner)
+    return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations, lean_chain,
+                         rebuilt_nodes)
 
 
 def _held_by_rebuild(jg: JointGraph, stage_of: dict[fx.Node, int], counted: set[object]) -> dict[object, int]:
@@ -371,3 +383,40 @@ def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:
         elif facts[node].role is Role.FORWARD:
             pinned.update(k for k in facts[node].storages if k in born)
     return pinned
+
+
+def _rebuilt(jg: JointGraph, born: dict[object, int]) -> set[object]:
+    """Storages the backward rebuilds instead of keeping: values computed, by deterministic
+    recomputable ops costing at most ``REBUILD_COST_PER_BYTE`` estimated FLOPs per byte of the
+    value (its ancestors included: an iota, compares, a ``where``, an embedding gather), from
+    constants, parameters and buffers the graph does not mutate, and inputs that get no gradient
+    (a padding mask).  HF attention masks, rotary tables and T5's position bias are such values:
+    read by every layer, so saved they are alive from the first layer to the end of the backward,
+    through the LM head's logits; rebuilt, they die after the last layer's forward and come back
+    at the last layer's backward (HF Llama at sequence 2048: 201.1 -> 180.6 MiB measured).  The
+    inputs they start from cost nothing to keep, but a backward never recomputes from a caller's
+    input (:func:`~fxremat.saved.close_over_bans` saves the first value past it instead), so a
+    large value read straight from one (an embedding lookup, a norm of the input) is not rebuilt:
+    it would be saved anyway, and pinning it would only cost the chain a boundary."""
+    facts = jg.facts
+    cost: dict[fx.Node, float] = dict.fromkeys(jg.static_inputs - jg.mutated_inputs, 0.0)  # node -> cost to rebuild
+    grads = list(jg.module.graph.find_nodes(op="output")[0].args[0][jg.num_fwd_outputs:])
+    inputs: set[object] = set()  # storages of the caller's inputs
+    if len(grads) == len(jg.primals):
+        for p, g in zip(jg.primals, grads):
+            if g is None and p not in jg.mutated_inputs and p not in jg.static_inputs:
+                cost[p] = 0.0
+                inputs.update(facts[p].storages)
+    out: set[object] = set()
+    for node in jg.forward:
+        f = facts[node]
+        if (f.role is not Role.FORWARD or node.op != "call_function" or f.recompute_ban is not None
+                or _torch.is_random(node) or any(a not in cost for a in node.all_input_nodes)):
+            continue
+        size = sum(jg.storage_bytes[k] for k in f.storages if k in born)
+        if size > SMALL_BYTES and any(k in inputs for a in node.all_input_nodes for k in facts[a].storages):
+            continue  # the first large value past a caller's input is saved anyway (close_over_bans)
+        cost[node] = f.cost + sum(cost[a] for a in node.all_input_nodes)
+        if size > SMALL_BYTES and cost[node] <= REBUILD_COST_PER_BYTE * size:
+            out.update(k for k in f.storages if k in born)
+    return out

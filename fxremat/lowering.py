@@ -23,12 +23,14 @@ only reader: one buffer (HF Qwen2 at sequence 256: its peak, 8 MiB lower).
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.fx as fx
 
 from . import _torch
 
-__all__ = ["keep_matmuls_in_place", "accumulate_into_addend", "add_reading"]
+__all__ = ["keep_matmuls_in_place", "accumulate_into_addend", "sum_small_dims_by_matmul", "add_reading"]
 
 _aten = torch.ops.aten
 
@@ -94,6 +96,87 @@ def accumulate_into_addend(gm: fx.GraphModule) -> int:
     return rewritten
 
 
+SUM_BY_MATMUL_MIN_BYTES = 1 << 20  # smaller sums stay Inductor's: an extern call costs more than it saves
+
+
+def sum_small_dims_by_matmul(gm: fx.GraphModule) -> int:
+    """Rewrite each ``sum(x, leading dims)`` over at most Inductor's ``unroll_reductions_threshold``
+    elements (a batch of 2), of a contiguous ``x`` of at least ``SUM_BY_MATMUL_MIN_BYTES``, as
+    ``mm(ones(1, R), x.view(R, N))``, and, when its one reader adds an earlier value ``a`` of the
+    sum's shape, the add as ``addmm(a.view(1, N), ones, x.view(R, N))``; returns how many sums were
+    rewritten.  Inductor lowers such a sum as pointwise and inlines it into its readers, so a
+    gradient accumulated over layers (T5's position bias, shared by every layer: one (batch,
+    heads, seq, seq) contribution per layer, summed over the batch and added up) became one kernel
+    at the last layer, with every layer's contribution alive until then.  As matmuls, each
+    contribution is reduced and accumulated where the graph computes it."""
+    graph, rewritten = gm.graph, 0
+    threshold = _torch.inductor_unroll_reductions_threshold()
+    before: set[fx.Node] = set()
+    for node in list(graph.nodes):
+        before.add(node)
+        shape = _small_leading_sum(node, threshold)
+        if shape is None:
+            continue
+        x, (r, n) = node.args[0], shape
+        add, addend = _accumulating_add(node, before)
+        with graph.inserting_before(node):
+            rows = _call(graph, _aten.view.default, x, [r, n])
+            ones = _ones(graph, rows, r)
+            if add is not None:
+                acc = _call(graph, _aten.view.default, addend, [1, n])
+                total = _call(graph, _aten.addmm.default, acc, ones, rows)
+                out, replaced = _call(graph, _aten.view.default, total, list(_shape(add))), add
+            else:
+                total = _call(graph, _aten.mm.default, ones, rows)
+                out, replaced = _call(graph, _aten.view.default, total, list(_shape(node))), node
+        before.update((rows, ones, total, out, *([acc] if add is not None else [])))
+        replaced.replace_all_uses_with(out)
+        graph.erase_node(replaced)
+        if replaced is add:
+            graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        graph.lint()
+        gm.recompile()
+    return rewritten
+
+
+def _small_leading_sum(node: fx.Node, threshold: int) -> tuple[int, int] | None:
+    """(R, N) when ``node`` sums a contiguous floating ``x`` over its leading dims, R <= threshold
+    elements in all (at least 2), x large enough; else None."""
+    if node.op != "call_function" or node.target is not _aten.sum.dim_IntList or node.kwargs.get("dtype") is not None:
+        return None
+    x = node.args[0]
+    val = x.meta.get("val") if isinstance(x, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or not val.is_floating_point() or not val.is_contiguous() or val.ndim < 2:
+        return None
+    if _torch.value_nbytes(x) < SUM_BY_MATMUL_MIN_BYTES:
+        return None
+    dims = sorted(d % val.ndim for d in node.args[1])
+    if dims != list(range(len(dims))) or not dims or len(dims) == val.ndim:
+        return None
+    r = int(torch.Size(val.shape[: len(dims)]).numel())
+    if not 2 <= r <= threshold:
+        return None
+    return r, int(val.numel()) // r
+
+
+def _accumulating_add(node: fx.Node, before: set[fx.Node]) -> tuple[fx.Node | None, fx.Node | None]:
+    """``(add, a)`` when ``node``'s one reader is ``add(a, node)`` (either order) with ``a`` computed
+    before ``node``, contiguous and of the add's shape and dtype; else ``(None, None)``."""
+    if len(node.users) != 1:
+        return None, None
+    (add,) = node.users
+    if add.target is not _aten.add.Tensor or len(add.args) != 2 or add.kwargs or add.args[0] is add.args[1]:
+        return None, None
+    a = add.args[1] if add.args[0] is node else add.args[0]
+    va, vadd = (a.meta.get("val") if isinstance(a, fx.Node) else None), add.meta.get("val")
+    if not (a in before and isinstance(va, torch.Tensor) and isinstance(vadd, torch.Tensor) and va.is_contiguous()
+            and va.shape == vadd.shape and va.dtype == vadd.dtype and _shape(node) == tuple(vadd.shape)):
+        return None, None
+    return add, a
+
+
 def _is_accumulating_put(node: object) -> bool:
     name = _torch.index_put_name(node)
     if name is None:
@@ -150,6 +233,16 @@ def _chain(mm: fx.Node, add: fx.Node) -> set[fx.Node]:
 def _shape(node: fx.Node) -> tuple:
     val = node.meta.get("val")
     return tuple(val.shape) if isinstance(val, torch.Tensor) else ()
+
+
+def _ones(graph: fx.Graph, like: fx.Node, r: int) -> fx.Node:
+    """A (1, r) tensor of ones with ``like``'s dtype and device (its value made in ``like``'s fake mode)."""
+    val = like.meta["val"]
+    node = graph.call_function(_aten.full.default, ([1, r], 1.0), {"dtype": val.dtype, "device": val.device, "pin_memory": False})
+    mode = getattr(val, "fake_mode", None)
+    with mode if mode is not None else contextlib.nullcontext():
+        node.meta["val"] = _aten.full.default([1, r], 1.0, dtype=val.dtype, device=val.device, pin_memory=False)
+    return node
 
 
 def _call(graph: fx.Graph, target, *args) -> fx.Node:

@@ -209,6 +209,24 @@ def test_heavy_value_read_twice_is_stored():
     assert ind[exp.name] == _nbytes(exp)
 
 
+@pytest.mark.parametrize("readers", [1, 2])
+def test_value_reading_many_buffers_is_stored_when_read_twice(readers):
+    """A batch norm's normalized output reads five buffers (input, mean, inverse std, weight,
+    bias), more than Inductor's ``realize_reads_threshold`` (4): read by two kernels (the next op
+    and, in MobileNetV2, its own backward) it is stored once; read by one it stays fused."""
+    def fn(x, mean, invstd, w, b):
+        y = torch.clamp((x - mean) * invstd * w + b, 0, 6)
+        return ((y.sum() + y.amax()) if readers == 2 else y.sum() * 2,)
+
+    args = (torch.randn(8, N), *(torch.randn(N) for _ in range(4)))
+    gm, _, ind = _replay(fn, *args)
+    (clamp,) = _named(gm, aten.clamp.default)
+    assert len(clamp.users) == readers
+    assert (clamp in _fused(gm.graph)) == (readers == 1)
+    if readers == 2:
+        assert ind[clamp.name] >= _nbytes(clamp)
+
+
 def test_inplace_reuse_of_a_dying_same_size_input():
     """relu(mm(x, w)), returned: mm's buffer dies at relu and has relu's size, so relu's result
     takes it over and relu's step adds nothing."""

@@ -1,8 +1,9 @@
 """Linearization on the structures real models have: tensors read by every layer (a padding
 mask), weight gradients, and dropout, through the no-Inductor path (exact memory, fast).
 
-Invariants checked: a tensor read by every layer does not remove the cuts between layers (it is
-counted once, as always saved); every parameter's gradient is counted in exactly one stage;
+Invariants checked: a tensor read by every layer does not remove the cuts between layers (a mask
+of constants or of no-gradient inputs is rebuilt by the backward, never saved; others are counted
+once, as always saved); every parameter's gradient is counted in exactly one stage;
 fxremat's gradients equal eager's and min-cut's bit for bit.
 """
 
@@ -83,15 +84,79 @@ def _joint_of(model: nn.Module, inputs) -> list:
     return seen
 
 
+def _is_mask(node, seq: int = 32) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and tuple(val.shape[-2:]) == (seq, seq)
+
+
 def test_mask_read_by_every_layer_leaves_cuts_between_layers():
+    """The mask built from the caller's padding mask (an input that gets no gradient) is rebuilt by
+    the backward, never saved: it neither removes the cuts between layers nor crosses them."""
     torch.manual_seed(0)
     layers = 4
     model, inputs = PaddedEncoder(layers), _inputs()
     (jg,) = _joint_of(model, inputs)
     lin = linearize(jg, [])
     assert lin.chain.n > layers, f"{lin.chain.n} stages for {layers} layers"
-    mask_saved = [b for b in lin.crossing if any(n.meta["val"].shape[-2:] == (32, 32) for n in b)]
-    assert len(mask_saved) >= layers, "a boundary in every layer, the mask saved with it"
+    assert any(_is_mask(n) for n in lin.rebuilt), lin.rebuilt
+    assert not [n.name for b in lin.crossing for n in b if _is_mask(n)]
+    assert not [n.name for n in lin.long_lived if _is_mask(n)]
+
+
+class CausalMaskLayers(nn.Module):
+    """Layers that all read one additive causal mask the forward builds from constants (``arange``
+    compares, as HF's mask utilities do when no padding mask is passed).  At sequence 32 the
+    (32, 32) float mask is 4 KiB, small enough to be kept: the tests use 64."""
+
+    def __init__(self, layers: int = 4, d: int = 48, random_mask: bool = False, from_activation: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(MaskedLayer(d, 4, 0.0) for _ in range(layers))
+        self.first = nn.Linear(d, d)
+        self.random_mask, self.from_activation = random_mask, from_activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.shape[1]
+        pos = torch.arange(s)
+        mask = torch.zeros(s, s).masked_fill(pos[None, :] > pos[:, None], float("-inf"))
+        if self.random_mask:  # random: its recomputation would have to replay the RNG
+            mask = mask - torch.rand(s, s)
+        x = self.first(x)
+        if self.from_activation:  # behind a matmul: too costly to rebuild
+            mask = mask + x.detach().mean() * 0
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
+@pytest.mark.parametrize("model", ["causal", "padded"])
+def test_cheap_mask_is_rebuilt_by_the_backward_not_saved(model):
+    """End to end (eager compiler): fxremat's saved set holds no mask; its backward rebuilds it; the
+    gradients equal eager's exactly; the forward's replayed peak is not above the plan that saves
+    it (the mask no longer lives through the end of the forward)."""
+    torch.manual_seed(0)
+    module, inputs = (CausalMaskLayers(), (torch.randn(2, 64, 48),)) if model == "causal" else (PaddedEncoder(4), _inputs())
+    seq = inputs[0].shape[1]
+    ref = _step(module, module, inputs)
+    with _torch.caches_disabled():
+        ours = _step(module, torch.compile(module, backend=fxremat.make_backend(compiler="eager")), inputs)
+    (report,) = fxremat.last_reports()
+    assert report.chosen == "fxremat" and report.plan.checkpoints, report
+    (jg,) = _joint_of(module, inputs)
+    masks = {n.name for n in jg.forward if _is_mask(n, seq) and n.meta["val"].is_floating_point()}
+    assert masks and not masks & set(report.saved), sorted(masks & set(report.saved))
+    for name in ref:
+        torch.testing.assert_close(ours[name], ref[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("kind", ["random_mask", "from_activation"])
+def test_random_or_activation_mask_is_not_rebuilt(kind):
+    torch.manual_seed(0)
+    (jg,) = _joint_of(CausalMaskLayers(**{kind: True}), (torch.randn(2, 64, 48),))
+    lin = linearize(jg, [])
+    read = [a for n in jg.forward if "scaled_dot_product" in str(n.target) for a in [n.kwargs.get("attn_mask"), *n.args[3:4]]]
+    final = {jg.storage_owner[k] for a in read if isinstance(a, torch.fx.Node) for k in jg.facts[a].storages}
+    assert final, "the mask every layer reads"
+    assert not set(final) & set(lin.rebuilt), [n.name for n in lin.rebuilt]
 
 
 def _mlp():

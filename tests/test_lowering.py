@@ -3,6 +3,9 @@ is rewritten as the transpose of the transposed product, so Inductor's post-grad
 turn the pair into one ``addmm`` at the add (which keeps the matmul's operands alive until then).
 ``lowering.accumulate_into_addend``: ``x + put_acc(zeros, ...)`` (a tied embedding's gradient
 added to its head's) becomes ``put_acc(x, ...)``: one weight-sized buffer instead of three.
+``lowering.sum_small_dims_by_matmul``: a sum over a batch of 2 (which Inductor inlines into its
+readers) becomes ``mm(ones, x)``, and its accumulation into an earlier sum ``addmm``: each layer's
+contribution to a shared position bias is reduced and added where it is computed.
 
 Invariants: the rewrite is exact in value (checked against the original graph on real tensors),
 every new node has a ``meta["val"]`` of the right shape, the graph lints, and matmuls whose add
@@ -23,7 +26,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from helpers import loss_of
 from test_inductor_replay import inductor_mode_backend
 
-from fxremat.lowering import accumulate_into_addend, keep_matmuls_in_place
+from fxremat import lowering
+from fxremat.lowering import accumulate_into_addend, keep_matmuls_in_place, sum_small_dims_by_matmul
 from fxremat.partitioner import partition
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -203,3 +207,71 @@ def test_layer_shared_across_depth_is_planned_for_inductor():
     assert calls and [r.chosen for r in fxremat.last_reports()] == ["fxremat"], "fxremat fell back"
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, ref[name], rtol=1e-5, atol=1e-6 * ref[name].abs().max().item(), msg=name)
+
+
+def _shared_bias_gradient(c1, c2, c3, keep):
+    """Three layers' contributions to the gradient of a (1, H, S, S) bias every layer adds to its
+    (B, H, S, S) scores (T5's position bias): each masked, summed over the batch, added up."""
+    total = None
+    for c in (c1, c2, c3):
+        part = torch.where(keep, torch.tanh(c), 0.0).sum(0, keepdim=True)
+        total = part if total is None else total + part
+    return (total,)
+
+
+BIAS_ARGS = (*(torch.randn(2, 4, 128, 512) for _ in range(3)), torch.rand(2, 1, 128, 512) > 0.3)  # 2 MiB each
+
+
+def _batch_sums(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if n.target is aten.sum.dim_IntList and list(n.args[1]) == [0]]
+
+
+def test_batch_sums_become_matmuls_that_accumulate():
+    gm = make_fx(_shared_bias_gradient, tracing_mode="fake")(*BIAS_ARGS)
+    ref = make_fx(_shared_bias_gradient)(*BIAS_ARGS)
+    assert len(_batch_sums(gm)) == 3
+    assert sum_small_dims_by_matmul(gm) == 3
+    gm.graph.lint()
+    assert not _batch_sums(gm)
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(aten.mm.default) == 1 and targets.count(aten.addmm.default) == 2, targets
+    assert aten.add.Tensor not in targets  # every accumulation is an addmm
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            assert isinstance(n.meta.get("val"), torch.Tensor), n
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*BIAS_ARGS)[0], ref(*BIAS_ARGS)[0])
+
+
+@pytest.mark.parametrize("case", ["trailing_dim", "many_rows", "small"])
+def test_other_sums_are_left_alone(case):
+    fn, args = {
+        "trailing_dim": (lambda x: (torch.tanh(x).sum(-1, keepdim=True),), (torch.randn(2, 4, 128, 512),)),
+        "many_rows": (lambda x: (torch.tanh(x).sum(0),), (torch.randn(16, 4, 128, 128),)),  # 16 > unroll threshold
+        "small": (lambda x: (torch.tanh(x).sum(0),), (torch.randn(2, 4, 32, 32),)),  # 32 KiB
+    }[case]
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    assert sum_small_dims_by_matmul(gm) == 0
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_t5_position_bias_gradient_planned_for_inductor(monkeypatch):
+    """Tiny HF T5 (its position bias shared by every layer), planned for Inductor with every batch
+    sum rewritten (the size floor lowered to 0): no batch sum left in fxremat's backwards, and the
+    gradients equal eager's."""
+    pytest.importorskip("transformers")
+    from bench.hf_models import make_hf_case
+
+    monkeypatch.setattr(lowering, "SUM_BY_MATMUL_MIN_BYTES", 0)
+    case = make_hf_case("t5", "tiny", mask=True)
+    ref = case.build()
+    case.loss(ref.module(*ref.inputs), ref.target).backward()
+    torch._dynamo.reset()
+    built, calls = case.build(), []
+    compiled = torch.compile(built.module, backend=inductor_mode_backend(partition, calls))
+    case.loss(compiled(*built.inputs), built.target).backward()
+    bws = [bw for _, bw, _ in calls]
+    assert any(n.target is aten.addmm.default for bw in bws for n in bw.graph.nodes)
+    assert not [n.name for bw in bws for n in _batch_sums(bw) if n.args[0].meta["val"].shape[0] == 2]
+    for (name, p), q in zip(built.module.named_parameters(), ref.module.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
