@@ -4,7 +4,7 @@ Invariant: each rewrite changes how a value is computed, never what it is: it is
 identity of the math (``mm(a, b) == mm(b.t(), a.t()).t()``; ``x + put_acc(zeros, i, v) ==
 put_acc(x, i, v)``; floating-point results can differ in the last bits, as with any other
 blocking or summation order), every new node carries a ``meta["val"]``, and the graph stays
-topologically ordered.  Both run only on backward graphs compiled by Inductor.
+topologically ordered.  They run only on backward graphs compiled by Inductor.
 
 Inductor's post-grad pass turns ``add(mm(a, b), c)`` into one ``addmm(c, a, b)`` placed at the
 add.  When ``c`` is computed much later than the matmul (the gradient of an LM head tied to the
@@ -19,6 +19,13 @@ accumulating index-put into a fresh buffer of zeros, then added to the head's gr
 weight-sized buffers are alive at the add (zeros written in place, the head's gradient, the sum).
 :func:`accumulate_into_addend` accumulates into the head's gradient directly when the add is its
 only reader: one buffer (HF Qwen2 at sequence 256: its peak, 8 MiB lower).
+
+A sum over a batch of 2 (T5's position bias is added to every layer's scores, so its gradient is
+each layer's contribution summed over the batch, added up over the layers) is lowered by Inductor
+as pointwise and inlined into its readers: the adds too, so all the layers' contributions were
+read by one kernel at the end of the backward and stayed alive until then.
+:func:`sum_small_dims_by_matmul` computes such sums as matmuls with a row of ones, accumulating
+into the earlier sum with ``addmm``: extern kernels, run where the graph puts them.
 """
 
 from __future__ import annotations
