@@ -47,6 +47,7 @@ import torch
 import torch._dynamo
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
+import torch._inductor.custom_graph_pass
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
@@ -1303,6 +1304,45 @@ def test_cache_identity_two_budgets_one_process(monkeypatch, tmp_path):
     assert plans[0] != plans[1], f"both budgets gave the same plan, the test cannot tell them apart: {plans}"
     assert hits[:2] == [0, 0], hits
     assert hits[2] == 1 and plans[2] == [], f"the third compile should be a cache hit: hits={hits} plans={plans}"
+
+
+class _NoneUuidWrapper(torch._inductor.custom_graph_pass.CustomPartitionerFn):
+    """A user's wrapper of ``fxremat.partition`` saying "do not cache" (module level: the cache key
+    pickles the partitioner object, and a local class cannot be pickled, which bypasses the cache)."""
+
+    calls: list[int] = []
+
+    def __call__(self, gm, joint_inputs, **kwargs):
+        self.calls.append(1)
+        return fxremat.partition(gm, joint_inputs, **kwargs)
+
+    def uuid(self):
+        return None
+
+
+@pytest.mark.parametrize("autograd_cache", [True, False], ids=["aot_cache_on", "aot_cache_off"])
+def test_wrapper_whose_uuid_is_none_is_served_from_the_cache(monkeypatch, tmp_path, autograd_cache):
+    """Issue 11, scenario 4, as docs/usage.md documents it: torch does not honour ``uuid() -> None``
+    for ``custom_partitioner_fn``.  A wrapper of ``fxremat.partition`` returning None runs once for
+    two cold compiles of one graph while AOTAutograd's cache is on (the second is a cache hit), and
+    twice with that cache off (the documented way out).  If a torch release starts honouring None,
+    this test fails and the docs must change."""
+    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+    from torch._inductor.codecache import FxGraphCache
+
+    monkeypatch.setattr(FxGraphCache, "_get_tmp_dir", staticmethod(lambda: str(tmp_path / "fxgraph")))
+    monkeypatch.setattr(AOTAutogradCache, "_get_tmp_dir", classmethod(lambda cls: str(tmp_path / "aotautograd")))
+    calls = _NoneUuidWrapper.calls
+    calls.clear()
+    model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16))
+    x = torch.randn(8, 16)
+    with functorch_config.patch(enable_autograd_cache=autograd_cache), inductor_config.patch(
+            fx_graph_cache=True, custom_partitioner_fn=_NoneUuidWrapper()):
+        for _ in range(2):
+            torch._dynamo.reset()
+            torch.compile(model)(x).sum().backward()
+    torch._dynamo.reset()
+    assert len(calls) == (1 if autograd_cache else 2), calls
 
 
 # ------------------------------------------------------------------------------- Inductor
