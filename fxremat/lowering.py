@@ -157,6 +157,8 @@ def _small_leading_sum(node: fx.Node, threshold: int) -> tuple[int, int] | None:
     val = x.meta.get("val") if isinstance(x, fx.Node) else None
     if not isinstance(val, torch.Tensor) or not val.is_floating_point() or not val.is_contiguous() or val.ndim < 2:
         return None
+    if not all(isinstance(d, int) for d in val.shape):  # symbolic sizes: left to Inductor
+        return None
     if _torch.value_nbytes(x) < SUM_BY_MATMUL_MIN_BYTES:
         return None
     dims = sorted(d % val.ndim for d in node.args[1])
@@ -179,7 +181,8 @@ def _accumulating_add(node: fx.Node, before: set[fx.Node]) -> tuple[fx.Node | No
     a = add.args[1] if add.args[0] is node else add.args[0]
     va, vadd = (a.meta.get("val") if isinstance(a, fx.Node) else None), add.meta.get("val")
     if not (a in before and isinstance(va, torch.Tensor) and isinstance(vadd, torch.Tensor) and va.is_contiguous()
-            and va.shape == vadd.shape and va.dtype == vadd.dtype and _shape(node) == tuple(vadd.shape)):
+            and va.shape == vadd.shape and va.dtype == vadd.dtype == node.meta["val"].dtype
+            and _shape(node) == tuple(vadd.shape)):
         return None, None
     return add, a
 

@@ -254,6 +254,22 @@ def test_other_sums_are_left_alone(case):
     assert sum_small_dims_by_matmul(gm) == 0
 
 
+def test_sum_added_to_another_dtype_is_a_plain_matmul():
+    """A half-precision batch sum added to a float32 value (type promotion at the add) becomes
+    ``mm``, never an ``addmm`` mixing dtypes."""
+    def fn(x, acc):
+        return (acc + x.sum(0, keepdim=True),)
+
+    args = (torch.randn(2, 4, 256, 256, dtype=torch.bfloat16), torch.randn(1, 4, 256, 256))
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    ref = make_fx(fn)(*args)
+    assert sum_small_dims_by_matmul(gm) == 1
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert aten.mm.default in targets and aten.addmm.default not in targets
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*args)[0], ref(*args)[0], rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.usefixtures("fresh_compile")
 def test_t5_position_bias_gradient_planned_for_inductor(monkeypatch):
     """Tiny HF T5 (its position bias shared by every layer), planned for Inductor with every batch
