@@ -146,17 +146,20 @@ def inductor_pointwise(node: fx.Node) -> bool:
     return packet.__name__ in _INDEXING or packet.__name__ in _LOADERS
 
 
+def _inductor_int(name: str, default: int) -> int:
+    """An integer setting of ``torch._inductor.config`` (``default`` where this torch lacks it)."""
+    from torch._inductor import config
+
+    value = getattr(config, name, None)
+    return value if isinstance(value, int) else default
+
+
 def inductor_realize_thresholds(cpu: bool) -> tuple[int, int, int]:
     """Inductor's thresholds for storing a pointwise value instead of inlining it into its readers:
     (ops of a value read more than once, buffers read by any value, buffers read by a value read
     more than once),
     from ``torch._inductor.config`` (the CPU variants where this torch has them)."""
-    from torch._inductor import config
-
-    def get(name: str, default: int) -> int:
-        value = getattr(config, name, None)
-        return value if isinstance(value, int) else default
-
+    get = _inductor_int
     opcount = get("realize_opcount_threshold", get("realize_cpu_opcount_threshold", 50) if cpu else
                   get("_realize_opcount_threshold_default", 30))
     acc = get("realize_acc_reads_threshold", get("realize_cpu_acc_reads_threshold", 12) if cpu else
@@ -166,10 +169,7 @@ def inductor_realize_thresholds(cpu: bool) -> tuple[int, int, int]:
 
 def inductor_unroll_reductions_threshold() -> int:
     """Inductor lowers a reduction over at most this many elements as pointwise (unrolled)."""
-    from torch._inductor import config
-
-    value = getattr(config, "unroll_reductions_threshold", 8)
-    return value if isinstance(value, int) else 8
+    return _inductor_int("unroll_reductions_threshold", 8)
 
 
 _INDEX_PUTS = ("index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate")

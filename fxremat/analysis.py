@@ -6,6 +6,8 @@ its ``facts`` mapping and never re-derives them.  Nothing is written into the gr
 hold ``StorageWeakRef`` keys, and node ``meta`` rides into the graphs handed to Inductor.
 
 What is decided here:
+* each primal's gradient among the outputs (``JointGraph.gradients``; merge.py reads the same
+  pairing before analysis, through :func:`primal_gradients`);
 * roles: parameters and other static-lifetime primals, other primals, tangents, forward nodes
   (those torch's own ``classify_nodes`` calls required by the forward or unclaimed: computable
   without tangents), backward nodes;
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
@@ -34,7 +36,7 @@ import torch.fx as fx
 from . import _torch
 from .fusion import fused_values, readers_fusible
 
-__all__ = ["Role", "NodeFacts", "JointGraph", "analyze"]
+__all__ = ["Role", "NodeFacts", "JointGraph", "analyze", "primal_gradients"]
 
 
 class Role(enum.Enum):
@@ -83,6 +85,9 @@ class JointGraph:
     # the nodes that run in the backward graph when their stage is recomputed: backward nodes and
     # the forward nodes they depend on (not forward nodes only the loss reads)
     backward_graph: frozenset[fx.Node] = frozenset()
+    # each primal's gradient among the joint graph's outputs (None: it gets none); empty when the
+    # outputs do not pair one gradient with each primal (:func:`primal_gradients`)
+    gradients: Mapping[fx.Node, object] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
@@ -217,7 +222,16 @@ def analyze(
         reusable=reusable,
         inductor=inductor,
         backward_graph=in_backward,
+        gradients=MappingProxyType(primal_gradients(graph, num_fwd_outputs)),
     )
+
+
+def primal_gradients(graph: fx.Graph, num_fwd_outputs: int) -> dict[fx.Node, object]:
+    """Each primal of a joint graph with its gradient among the graph's outputs (None where it
+    gets none), in primal order; ``{}`` when the outputs do not pair one gradient with each primal."""
+    primals = [n for n in graph.nodes if _torch.is_primal(n)]
+    grads = list(graph.find_nodes(op="output")[0].args[0][num_fwd_outputs:])
+    return dict(zip(primals, grads)) if len(grads) == len(primals) else {}
 
 
 def _in_backward_graph(facts: Mapping[fx.Node, NodeFacts]) -> frozenset[fx.Node]:

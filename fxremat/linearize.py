@@ -308,8 +308,7 @@ def _gradient_bytes(jg: JointGraph, stage_of: dict[fx.Node, int]) -> list[int]:
             for p in sources.get(arg, ()):
                 last_stage[p] = max(last_stage.get(p, 0), stage_of[node])
     grads = [0] * n
-    output = jg.module.graph.find_nodes(op="output")[0]
-    for primal, grad in zip(jg.primals, output.args[0][jg.num_fwd_outputs:]):
+    for primal, grad in jg.gradients.items():
         if isinstance(grad, fx.Node) and primal in last_stage:
             grads[last_stage[primal] - 1] += sum(jg.storage_bytes[k] for k in jg.facts[grad].storages)
     return grads
@@ -400,13 +399,11 @@ def _rebuilt(jg: JointGraph, born: dict[object, int]) -> set[object]:
     it would be saved anyway, and pinning it would only cost the chain a boundary."""
     facts = jg.facts
     cost: dict[fx.Node, float] = dict.fromkeys(jg.static_inputs - jg.mutated_inputs, 0.0)  # node -> cost to rebuild
-    grads = list(jg.module.graph.find_nodes(op="output")[0].args[0][jg.num_fwd_outputs:])
     inputs: set[object] = set()  # storages of the caller's inputs
-    if len(grads) == len(jg.primals):
-        for p, g in zip(jg.primals, grads):
-            if g is None and p not in jg.mutated_inputs and p not in jg.static_inputs:
-                cost[p] = 0.0
-                inputs.update(facts[p].storages)
+    for p, g in jg.gradients.items():
+        if g is None and p not in jg.mutated_inputs and p not in jg.static_inputs:
+            cost[p] = 0.0
+            inputs.update(facts[p].storages)
     out: set[object] = set()
     for node in jg.forward:
         f = facts[node]

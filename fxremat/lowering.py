@@ -68,10 +68,7 @@ def keep_matmuls_in_place(gm: fx.GraphModule) -> int:
         node.replace_all_uses_with(out)
         graph.erase_node(node)
         rewritten += 1
-    if rewritten:
-        graph.lint()
-        gm.recompile()
-    return rewritten
+    return _finished(gm, rewritten)
 
 
 def accumulate_into_addend(gm: fx.GraphModule) -> int:
@@ -97,10 +94,7 @@ def accumulate_into_addend(gm: fx.GraphModule) -> int:
             graph.erase_node(zeros)
             rewritten += 1
             break
-    if rewritten:
-        graph.lint()
-        gm.recompile()
-    return rewritten
+    return _finished(gm, rewritten)
 
 
 SUM_BY_MATMUL_MIN_BYTES = 1 << 20  # smaller sums stay Inductor's: an extern call costs more than it saves
@@ -142,10 +136,7 @@ def sum_small_dims_by_matmul(gm: fx.GraphModule) -> int:
         if replaced is add:
             graph.erase_node(node)
         rewritten += 1
-    if rewritten:
-        graph.lint()
-        gm.recompile()
-    return rewritten
+    return _finished(gm, rewritten)
 
 
 def _small_leading_sum(node: fx.Node, threshold: int) -> tuple[int, int] | None:
@@ -243,6 +234,14 @@ def _chain(mm: fx.Node, add: fx.Node) -> set[fx.Node]:
 def _shape(node: fx.Node) -> tuple:
     val = node.meta.get("val")
     return tuple(val.shape) if isinstance(val, torch.Tensor) else ()
+
+
+def _finished(gm: fx.GraphModule, rewritten: int) -> int:
+    """Lint and recompile ``gm`` if a rewrite changed it; returns ``rewritten``."""
+    if rewritten:
+        gm.graph.lint()
+        gm.recompile()
+    return rewritten
 
 
 def _ones(graph: fx.Graph, like: fx.Node, r: int) -> fx.Node:

@@ -28,6 +28,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from .analysis import primal_gradients
 
 __all__ = ["merge_duplicates"]
 
@@ -40,11 +41,10 @@ def merge_duplicates(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: fr
     that get no gradient and are not in ``static_inputs`` (parameters, buffers).  A joint graph
     whose outputs do not pair one gradient with each primal is left untouched."""
     graph = gm.graph
-    primals = [n for n in graph.nodes if n.op == "placeholder" and _torch.is_primal(n)]
-    grads = list(graph.find_nodes(op="output")[0].args[0][num_fwd_outputs:])
-    if len(grads) != len(primals):
+    gradients = primal_gradients(graph, num_fwd_outputs)
+    if not gradients:
         return 0
-    data_only = {p for p, g in zip(primals, grads) if g is None and p not in static_inputs}
+    data_only = {p for p, g in gradients.items() if g is None and p not in static_inputs}
     for node in graph.nodes:
         if node.op != "placeholder" and _mergeable(node) and all(a in data_only for a in node.all_input_nodes):
             data_only.add(node)
