@@ -76,11 +76,14 @@ class _Backend:
     ``planned``: Inductor compiles the graphs as fxremat's memory model plans them
     (``_torch.compile_with_inductor``); min-cut's backend keeps PyTorch's defaults.
 
-    * Wrapper-level buffer reuse (``allow_buffer_reuse``) off: Inductor keeps a dead buffer alive
-      until a later allocation of its size takes it over, within Inductor's own estimate of the
-      graph's peak, so across recomputed segments the buffers of one segment's backward stayed
-      alive into the next segment's rebuild (HF Llama, seq 1024, fxremat's plan: 100.6 MiB
-      measured with it, 93.4 without, 92.6 predicted).
+    * Wrapper-level buffer reuse (``allow_buffer_reuse``) under fxremat's valley rule
+      (``_torch._local_reuse``): a dead buffer is kept for a later allocation of its size only
+      where, in Inductor's estimate of the live bytes, it fills a valley between where it was
+      freed and where it is taken over.  Inductor's own rule compares with its estimate of the
+      whole graph's peak, which can be far above the real one, so across recomputed segments the
+      buffers of one segment's backward stayed alive into the next segment's rebuild (HF Llama,
+      seq 1024, fxremat's plan: 100.6 MiB measured with it, 93.4 without, 92.6 predicted; HF T5,
+      seq 1024, padded: 173.4 with it, 147.3 without or with the valley rule, 2026-12-02).
     * On the CPU, no layout optimization: Inductor puts every CPU graph that contains a
       convolution in channels-last, so a backward that recomputes convolutions is laid out unlike
       one that saves them (min-cut's), and its convolution backwards copy between layouts (HF
@@ -106,7 +109,8 @@ class _Backend:
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         if self.compiler == "inductor":
-            return _torch.compile_with_inductor(gm, example_inputs, self.partitioner, reuse_buffers=not self.planned,
+            return _torch.compile_with_inductor(gm, example_inputs, self.partitioner,
+                                                reuse_buffers="local" if self.planned else "inductor",
                                                 cpu_layout_opt=not self.planned,
                                                 backward_patches=_backward_patches() if self.planned else None)
         return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)

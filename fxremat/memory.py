@@ -20,9 +20,10 @@ allocated and keeps its inputs alive as a view would; a matmul read only by an a
 more than it saves); and a pointwise result takes over the buffer of a same-size input that dies at
 it (Inductor's in-place reuse; saved tensors die in the backward and are donated the same way),
 as does an index-put's result its first argument when that dies at it (Inductor reinplaces it).
-It assumes Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) is off, as fxremat's
-backends compile: with it on, Inductor may keep a dead buffer alive until a later allocation of
-its size, within its own estimate of the graph's peak.
+It assumes that Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) holds a dead
+buffer only across a valley of Inductor's estimate, as fxremat's backends compile (``_torch._local_reuse``); under
+Inductor's own rule a dead buffer may stay alive until a later allocation of its size, within its
+estimate of the whole graph's peak.
 
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its

@@ -50,7 +50,7 @@ from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
-from .lowering import accumulate_into_addend, keep_matmuls_in_place, sum_small_dims_by_matmul
+from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
 from .memory import Timeline, simulate
 from .merge import merge_duplicates
 from .options import Options
@@ -455,6 +455,8 @@ def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[
         accumulate_into_addend(bw)  # first: the add it removes is then no addmm to keep apart
         sum_small_dims_by_matmul(bw)
         keep_matmuls_in_place(bw)
+        store_permuted_fanout(fw)
+        store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
     return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
 

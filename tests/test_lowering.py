@@ -27,7 +27,8 @@ from helpers import loss_of
 from test_inductor_replay import inductor_mode_backend
 
 from fxremat import lowering
-from fxremat.lowering import accumulate_into_addend, keep_matmuls_in_place, sum_small_dims_by_matmul
+from fxremat.lowering import (accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout,
+                              sum_small_dims_by_matmul)
 from fxremat.partitioner import partition
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -252,6 +253,50 @@ def test_other_sums_are_left_alone(case):
     }[case]
     gm = make_fx(fn, tracing_mode="fake")(*args)
     assert sum_small_dims_by_matmul(gm) == 0
+
+
+def _position_bias(w, s0, s1):
+    """T5's pattern: a lookup of shape (seq, seq, heads), permuted to (1, heads, seq, seq), read by
+    two layers' scores."""
+    idx = (torch.arange(64)[None, :] - torch.arange(64)[:, None]).abs().clamp(max=31)
+    bias = torch.nn.functional.embedding(idx, w).permute(2, 0, 1).unsqueeze(0)
+    first = torch.softmax(s0 + bias, -1)
+    return (torch.softmax(first @ s1 + bias, -1),)
+
+
+BIAS_LOOKUP_ARGS = (torch.randn(32, 4), torch.randn(2, 4, 64, 64), torch.randn(2, 4, 64, 64))
+
+
+def _copies(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if n.target is aten.clone.default]
+
+
+def test_permuted_lookup_read_twice_is_copied_once_contiguously():
+    gm = make_fx(_position_bias, tracing_mode="fake")(*BIAS_LOOKUP_ARGS)
+    ref = make_fx(_position_bias)(*BIAS_LOOKUP_ARGS)
+    assert store_permuted_fanout(gm) == 1
+    (copy_,) = _copies(gm)
+    assert copy_.meta["val"].is_contiguous() and copy_.meta["val"].shape == (1, 4, 64, 64)
+    assert len(copy_.users) == 2 and len(copy_.args[0].users) == 1
+    assert store_permuted_fanout(gm) == 0  # nothing left to copy
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*BIAS_LOOKUP_ARGS)[0], ref(*BIAS_LOOKUP_ARGS)[0])
+
+
+@pytest.mark.parametrize("case", ["read_once", "not_permuted", "returned", "broadcast"])
+def test_other_views_are_not_copied(case):
+    def lookup(w):
+        idx = (torch.arange(64)[None, :] - torch.arange(64)[:, None]).abs().clamp(max=31)
+        return torch.nn.functional.embedding(idx, w)
+
+    fn = {
+        "read_once": lambda w, s: (torch.softmax(s + lookup(w).permute(2, 0, 1), -1),),
+        "not_permuted": lambda w, s: (lambda b: (b.exp() + b.sin(),))(lookup(w).unsqueeze(0)),
+        "returned": lambda w, s: (lambda b: (s + b, b))(lookup(w).permute(2, 0, 1)),
+        "broadcast": lambda w, s: (lambda b: (s + b, s * b))(lookup(w).permute(2, 0, 1).expand(2, 4, 64, 64)),
+    }[case]
+    gm = make_fx(fn, tracing_mode="fake")(torch.randn(32, 4), torch.randn(2, 4, 64, 64))
+    assert store_permuted_fanout(gm) == 0
 
 
 def test_sum_added_to_another_dtype_is_a_plain_matmul():
