@@ -31,12 +31,14 @@ from typing import Any
 
 import torch
 
+import fxremat
+
 from . import contenders as C
 from .hf_models import hf_cases, select_cases
-from .measure import no_caches
+from .measure import _predictions, no_caches
 from .report import machine_info
 
-__all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "dominating", "main"]
+__all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "dominating", "recompute_order", "main"]
 
 MIN_CUT_POINTS = (1.0, 0.8, 0.5, 0.2)  # activation_memory_budget (1.0 is PyTorch's default)
 FXREMAT_POINTS = (None, 0.2, 0.5, 0.8, 0.9, 1.0)  # memory_budget (None: the least-peak plan)
@@ -70,7 +72,7 @@ def dominating(points: list[Point], ref: Point, slack: float = TIME_SLACK) -> Po
 
 def _prepare(case: Any, contender: C.Contender):
     built = case.build("cpu")
-    module, _ = contender.prepare(built.module)
+    module, recorder = contender.prepare(built.module)
 
     def step() -> float:
         built.module.zero_grad(set_to_none=True)
@@ -78,7 +80,7 @@ def _prepare(case: Any, contender: C.Contender):
         case.loss(module(*built.inputs), built.target).backward()
         return time.perf_counter() - start
 
-    return built, step
+    return built, step, recorder
 
 
 def _peak(built: Any, step: Any) -> int:
@@ -90,11 +92,13 @@ def _peak(built: Any, step: Any) -> int:
 
 
 def measure_case(case: Any, rounds: int) -> dict[str, Any]:
-    steppers, peaks, errors = {}, {}, {}
+    steppers, peaks, errors, predicted = {}, {}, {}, {}
     for c in _contenders(case):
         try:
-            built, step = _prepare(case, c)
+            fxremat.last_reports(clear=True)
+            built, step, recorder = _prepare(case, c)
             step()  # compile and warm up
+            predicted[c.name] = _predictions(c, recorder)
             peaks[c.name] = _peak(built, step)
             steppers[c.name] = (c, step)
         except Exception as exc:  # noqa: BLE001 - one contender failing must not hide the others
@@ -105,10 +109,22 @@ def measure_case(case: Any, rounds: int) -> dict[str, Any]:
         for name in order[r % len(order):] + order[: r % len(order)]:
             times[name].append(steppers[name][1]())
     points = [Point(name, steppers[name][0].family, peaks[name], statistics.median(times[name])) for name in order]
-    return {"points": [dataclasses.asdict(p) for p in points], "step_s": times, "errors": errors}
+    return {"points": [dataclasses.asdict(p) for p in points], "step_s": times, "errors": errors,
+            "predicted": predicted}
 
 
-def _table(label: str, points: list[Point]) -> str:
+def recompute_order(points: list[Point], predicted: dict[str, dict[str, Any]]) -> tuple[int, int]:
+    """How well fxremat's predicted recompute cost orders its points' measured step times: of the
+    pairs of fxremat points whose predicted recompute differs by more than 1% of a forward,
+    (pairs ordered alike by prediction and measured median step, all such pairs)."""
+    fx = [(predicted[p.name]["recompute"], p.step_s) for p in points
+          if p.family == "fxremat" and predicted.get(p.name, {}).get("recompute") is not None]
+    pairs = [(a, b) for i, a in enumerate(fx) for b in fx[i + 1:] if abs(a[0] - b[0]) > 0.01]
+    agree = sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)
+    return agree, len(pairs)
+
+
+def _table(label: str, points: list[Point], predicted: dict[str, dict[str, Any]]) -> str:
     lines = [f"#### {label}", "",
              "| point | peak MiB | step ms | dominated by (peak, time ratio) |",
              "|---|---:|---:|---|"]
@@ -124,8 +140,15 @@ def _table(label: str, points: list[Point]) -> str:
             verdict = "none" + (f" (nearest: {near.name}, {near.peak_bytes / MIB:.2f} MiB, "
                                 f"{near.step_s / p.step_s:.3f}x)" if near else " (no fxremat point at or below its peak)")
         lines.append(f"| {p.name} | {p.peak_bytes / MIB:.2f} | {p.step_s * 1e3:.1f} | {verdict} |")
+    def recompute(name: str) -> str:
+        share = predicted.get(name, {}).get("recompute")
+        return "" if share is None else f", {100 * share:.0f}% recompute predicted"
+
+    agree, pairs = recompute_order(points, predicted)
     lines += ["", "fxremat's points: " + ", ".join(
-        f"{p.name} {p.peak_bytes / MIB:.2f} MiB / {p.step_s * 1e3:.1f} ms" for p in points if p.family == "fxremat"), ""]
+        f"{p.name} {p.peak_bytes / MIB:.2f} MiB / {p.step_s * 1e3:.1f} ms{recompute(p.name)}"
+        for p in points if p.family == "fxremat"), "",
+        f"predicted recompute orders measured step time alike on {agree} of {pairs} pairs of fxremat points", ""]
     return "\n".join(lines)
 
 
@@ -200,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             result = measure_case(case, args.rounds)
             doc["cases"][case.label] = result
             points = [Point(**p) for p in result["points"]]
-            tables.append(_table(case.label, points))
+            tables.append(_table(case.label, points, result["predicted"]))
             print(tables[-1], flush=True)
             for name, err in result["errors"].items():
                 print(f"  {name} failed: {err}", flush=True)

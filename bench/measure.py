@@ -256,6 +256,9 @@ def _predictions(contender: Contender, recorder: Any) -> dict[str, Any]:
         out["recompute_share"] = [
             (r.plan.recompute_cost / r.forward_cost) if r.plan and r.forward_cost else 0.0 for r in reports
         ]
+        forward = sum(r.forward_cost for r in reports)
+        # the whole step's recomputation, as a share of one forward (the solver's cost model)
+        out["recompute"] = sum(r.plan.recompute_cost for r in reports if r.plan) / forward if forward else 0.0
         out["partition_s"] = sum(r.seconds for r in reports)
     elif contender.family == "min-cut" and recorder is not None:
         out["graphs"] = len(recorder.predicted)

@@ -206,6 +206,24 @@ def _zero_dropout(node: fx.Node, target: Any) -> bool:
     return False
 
 
+@functools.cache
+def realize_op() -> Any:
+    """Inductor's ``prims.inductor_force_stride_order``: the identity on a tensor whose strides it
+    is given, which Inductor lowers by storing its input in a buffer of its own rather than
+    recomputing it inside every reader's kernel (None where this torch lacks it)."""
+    try:
+        import torch._inductor.inductor_prims  # noqa: F401 - registers the prims below
+
+        return torch.ops.prims.inductor_force_stride_order.default
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+def is_realize(node: fx.Node) -> bool:
+    """Whether ``node`` is a :func:`realize_op` call (its input is stored, it is an alias of it)."""
+    return node.op == "call_function" and node.target is not None and node.target is realize_op()
+
+
 def is_impure(node: fx.Node) -> bool:
     """FX's impurity, not counting random ops (their replay is handled by :func:`replay_rng`)."""
     try:

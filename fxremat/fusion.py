@@ -19,7 +19,8 @@ leaves it unrealized:
   pointwise value whose inlined computation reads more buffers than the accumulated-reads
   threshold is realized whatever its readers.
 
-A view of a fused value is fused with it.  Thresholds are read from ``torch._inductor.config``
+A value :func:`fxremat.merge.store_shared` marks (``_torch.realize_op``) is stored, and the mark
+is an alias of it.  A view of a fused value is fused with it.  Thresholds are read from ``torch._inductor.config``
 when it has them (``_torch.inductor_realize_thresholds``).
 """
 
@@ -68,7 +69,7 @@ def readers_fusible(node: fx.Node, own: Callable[[fx.Node], frozenset], returned
     for user in node.users:
         if among is not None and not among(user) and not is_view(user, own):
             continue
-        if user.op != "call_function" or user in returned:
+        if user.op != "call_function" or user in returned or _torch.is_realize(user):
             return False
         if _torch.inductor_pointwise(user) or reduction in getattr(user.target, "tags", ()):
             continue

@@ -1,4 +1,5 @@
-"""Duplicate attention masks merged before planning: one mask per graph, not one per layer.
+"""Attention masks computed once per graph, not once per layer: duplicates merged, and under
+Inductor stored once rather than recomputed inside every layer's kernels.
 
 HF models convert one boolean attention mask into a float mask inside every layer (eight
 identical ``where(mask, 0, -inf)`` nodes for eight layers) and hand each to SDPA.  Inductor's SDPA
@@ -17,6 +18,19 @@ arguments.  Such a value carries no gradient and depends on the inputs alone, so
 no value and no gradient.  Other duplicates are left alone: merging every data-only duplicate
 made HF T5 at sequence 1024 measure 298 MiB instead of 233 (2026-12-02), and torch's whole-graph
 CSE 312.  The graph it rewrites is the caller's copy; the survivors keep their names.
+
+One mask can still be computed many times: Inductor inlines a cheap pointwise value into every
+kernel that reads it.  HF GPT-2 with eager attention builds its causal mask once (a gather of the
+padding mask, a comparison of position ranges, a ``where``) and adds it to every layer's scores;
+Inductor recomputed it inside each layer's softmax, whose broadcast index then split the kernel's
+loops so that it could no longer keep a row of ``exp`` in a local buffer: 11.7 ms per layer instead
+of 4.7 (2026-12-03), where per-layer checkpointing hands each layer a stored mask.
+:func:`store_shared` stores each such value once (``prims.inductor_force_stride_order`` with its
+own strides realizes it and returns it unchanged; :mod:`fxremat.fusion` counts it as stored).
+
+Invariant of :func:`store_shared`: it only inserts that identity after a data-only pointwise value
+read by two or more ops (through views), so it changes no value, no gradient and no plan's saved
+set; it runs only on joint graphs compiled by Inductor.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ import torch.fx as fx
 from . import _torch
 from .analysis import primal_gradients
 
-__all__ = ["merge_duplicates"]
+__all__ = ["merge_duplicates", "store_shared"]
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +55,9 @@ def merge_duplicates(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: fr
     that get no gradient and are not in ``static_inputs`` (parameters, buffers).  A joint graph
     whose outputs do not pair one gradient with each primal is left untouched."""
     graph = gm.graph
-    gradients = primal_gradients(graph, num_fwd_outputs)
-    if not gradients:
+    data_only = _data_only(graph, num_fwd_outputs, static_inputs)
+    if data_only is None:
         return 0
-    data_only = {p for p, g in gradients.items() if g is None and p not in static_inputs}
-    for node in graph.nodes:
-        if node.op != "placeholder" and _mergeable(node) and all(a in data_only for a in node.all_input_nodes):
-            data_only.add(node)
     masks = _attention_masks(graph, data_only)
     seen: dict[Any, fx.Node] = {}
     merged = 0
@@ -68,6 +78,54 @@ def merge_duplicates(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: fr
         gm.recompile()
         log.debug("fxremat: merged %d duplicate data-only nodes", merged)
     return merged
+
+
+def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozenset[fx.Node] = frozenset()) -> int:
+    """Insert ``inductor_force_stride_order(v, v.stride())`` after each data-only value ``v`` (as
+    :func:`merge_duplicates` defines them, constants aside) that Inductor computes as pointwise and
+    two or more ops read (looking through views), and let its readers read that instead; returns how many were
+    inserted.  A torch without the op gets none."""
+    realize = _torch.realize_op()
+    data_only = _data_only(gm.graph, num_fwd_outputs, static_inputs)
+    if realize is None or not data_only:
+        return 0
+    graph, stored = gm.graph, 0
+    for node in list(graph.nodes):
+        val = node.meta.get("val")
+        if (node.op == "placeholder" or node not in data_only or not _torch.inductor_pointwise(node)
+                or not node.all_input_nodes  # a constant (full, arange): Inductor folds it into its readers
+                or not isinstance(val, torch.Tensor) or _readers(node) < 2):
+            continue
+        with graph.inserting_after(node):
+            copy = graph.call_function(realize, (node, list(val.stride())))
+        copy.meta["val"] = val  # the same tensor: Inductor stores ``node`` once and reads it
+        node.replace_all_uses_with(copy, delete_user_cb=lambda u: u is not copy)
+        stored += 1
+    if stored:
+        graph.lint()
+        gm.recompile()
+        log.debug("fxremat: %d data-only values stored once for their readers", stored)
+    return stored
+
+
+def _readers(node: fx.Node) -> int:
+    """How many ops read ``node``, looking through views (an output counts as none)."""
+    return sum(_readers(u) if getattr(u.target, "is_view", False) else int(u.op == "call_function")
+               for u in node.users)
+
+
+def _data_only(graph: fx.Graph, num_fwd_outputs: int, static_inputs: frozenset[fx.Node]) -> set[fx.Node] | None:
+    """Primals that get no gradient and are not in ``static_inputs``, and the pure aten or prims
+    calls all of whose inputs are among them; None when the outputs do not pair one gradient with
+    each primal."""
+    gradients = primal_gradients(graph, num_fwd_outputs)
+    if not gradients:
+        return None
+    data_only = {p for p, g in gradients.items() if g is None and p not in static_inputs}
+    for node in graph.nodes:
+        if node.op != "placeholder" and _mergeable(node) and all(a in data_only for a in node.all_input_nodes):
+            data_only.add(node)
+    return data_only
 
 
 def _attention_masks(graph: fx.Graph, data_only: set[fx.Node]) -> set[fx.Node]:

@@ -1,13 +1,17 @@
-"""``merge.merge_duplicates`` and ``_torch.is_random``: the two joint-graph facts that keep one
-attention mask per graph under Inductor.
+"""``merge.merge_duplicates``, ``merge.store_shared`` and ``_torch.is_random``: the joint-graph
+facts that keep one attention mask per graph under Inductor.
 
 Invariants: only data-only values an SDPA call reads as its mask (and their data-only ancestors)
 are merged, each into the first identical node; values derived from parameters, and data-only
-values no attention reads, are left alone; gradients are unchanged.  SDPA without dropout is not
+values no attention reads, are left alone; gradients are unchanged.  ``store_shared`` marks each
+data-only value two or more ops read (not constants, not parameter-derived values), the mark is
+the identity, and the memory model then counts the value as stored.  SDPA without dropout is not
 random (no RNG replay wraps it); with dropout it is.
 """
 
 from __future__ import annotations
+
+import unittest.mock
 
 import torch
 import torch.fx as fx
@@ -16,7 +20,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import fxremat
 from fxremat import _torch
-from fxremat.merge import merge_duplicates
+from fxremat.fusion import fused_values
+from fxremat.merge import merge_duplicates, store_shared
 
 aten = torch.ops.aten
 
@@ -101,5 +106,83 @@ def test_merged_masks_train_like_eager():
     model.zero_grad(set_to_none=True)
     with _torch.caches_disabled():
         torch.compile(model, backend=fxremat.make_backend(compiler="eager"))(x, mask).backward()
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _eager_mask_layers(x, keep, w):
+    """Eager attention as HF GPT-2 writes it: one float mask built from the boolean input, added
+    to every layer's scores; and a parameter-derived value read twice (never marked)."""
+    mask = torch.where(keep, 0.0, torch.finfo(x.dtype).min)
+    h = x
+    for _ in range(2):
+        scores = (h @ w) @ h.transpose(-1, -2) + mask
+        h = scores.softmax(-1) @ h
+    w2 = w * 2
+    return h.sum() + (w2 + w2.t()).sum(), None, None, torch.zeros_like(w)  # w gets a gradient
+
+
+def test_a_mask_read_by_every_layer_is_stored_once():
+    x, w = torch.randn(2, 8, 4), torch.randn(4, 4)
+    keep = torch.rand(2, 1, 8) > 0.3
+    gm = _joint(_eager_mask_layers, x, keep, w)
+    before = gm(x, keep, w)
+    assert store_shared(gm, num_fwd_outputs=1) == 1
+    (mark,) = [n for n in gm.graph.nodes if _torch.is_realize(n)]
+    where = mark.args[0]
+    assert where.target is aten.where.self
+    assert list(where.users) == [mark] and len(mark.users) == 2, "both layers read the stored mask"
+    torch.testing.assert_close(gm(x, keep, w)[0], before[0], rtol=0, atol=0)
+    own = lambda n: [id(n.meta["val"])] if isinstance(n.meta.get("val"), torch.Tensor) else []  # noqa: E731
+    fused = fused_values(gm.graph, own)
+    assert where not in fused and mark not in fused, "the memory model counts the stored mask"
+
+
+def test_nothing_marked_without_gradient_pairing_or_twice_read_data():
+    x, w = torch.randn(2, 8, 4), torch.randn(4, 4)
+    keep = torch.rand(2, 1, 8) > 0.3
+    gm = _joint(_eager_mask_layers, x, keep, w)
+    assert store_shared(gm, num_fwd_outputs=2) == 0  # the outputs do not pair gradients with primals
+
+    def one_layer(x, keep, w):
+        mask = torch.where(keep, 0.0, -1e9)
+        return ((x @ w) @ x.transpose(-1, -2) + mask).softmax(-1).sum(), None, None, torch.zeros_like(w)
+
+    gm = _joint(one_layer, x, keep, w)
+    assert store_shared(gm, num_fwd_outputs=1) == 0  # read once: Inductor's inlining is right
+
+
+class _EagerMaskAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(4))
+
+    def forward(self, x, keep):
+        mask = torch.where(keep[:, None, None, :], 0.0, torch.finfo(x.dtype).min)
+        h = x
+        for p in self.proj:
+            q = p(h).view(2, 64, 2, 8).transpose(1, 2)
+            attn = (q @ q.transpose(-1, -2) + mask).softmax(-1).tanh().softmax(-1)  # activations dominate
+            h = h + (attn @ q).transpose(1, 2).reshape(2, 64, 16)
+        return h.square().mean()
+
+
+def test_stored_mask_trains_like_eager_through_inductor():
+    torch.manual_seed(0)
+    model = _EagerMaskAttention()
+    x, keep = torch.randn(2, 64, 16), torch.rand(2, 64) > 0.2
+    model(x, keep).backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    seen = []
+    original = fxremat.partitioner._handed_out
+
+    def spy(fw, bw):
+        seen.append(sum(_torch.is_realize(n) for n in fw.graph.nodes))
+        return original(fw, bw)
+
+    with _torch.caches_disabled(), unittest.mock.patch.object(fxremat.partitioner, "_handed_out", spy):
+        torch.compile(model, backend=fxremat.backend)(x, keep).backward()
+    assert seen == [1], "the forward handed to Inductor stores the mask once"
     for got, want in zip((p.grad for p in model.parameters()), expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
