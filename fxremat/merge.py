@@ -28,9 +28,12 @@ of 4.7 (2026-12-03), where per-layer checkpointing hands each layer a stored mas
 :func:`store_shared` stores each such value once (``prims.inductor_force_stride_order`` with its
 own strides realizes it and returns it unchanged; :mod:`fxremat.fusion` counts it as stored).
 
-Invariant of :func:`store_shared`: it only inserts that identity after a data-only pointwise value
-read by two or more ops (through views), so it changes no value, no gradient and no plan's saved
-set; it runs only on joint graphs compiled by Inductor.
+Invariant of :func:`store_shared`: it only inserts that identity after a data-only floating-point
+pointwise value read by two or more ops (through views), every one a pointwise op or a reduction,
+so it changes no value, no gradient and no plan's saved set; it runs only on joint graphs compiled
+by Inductor.  Integer and boolean values (position ids, boolean masks) are left to Inductor:
+marked, HF BART's at sequence 1024 measured 74.1 MiB instead of 69.6 (2026-12-03); a value an
+extern kernel reads (an SDPA mask) is stored by Inductor anyway.
 """
 
 from __future__ import annotations
@@ -82,8 +85,9 @@ def merge_duplicates(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: fr
 
 def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozenset[fx.Node] = frozenset()) -> int:
     """Insert ``inductor_force_stride_order(v, v.stride())`` after each data-only value ``v`` (as
-    :func:`merge_duplicates` defines them, constants aside) that Inductor computes as pointwise and
-    two or more ops read (looking through views), and let its readers read that instead; returns how many were
+    :func:`merge_duplicates` defines them, constants and scalars aside) that Inductor computes as
+    pointwise and two or more ops read (looking through views), all pointwise ops or reductions,
+    and let its readers read that instead; returns how many were
     inserted.  A torch without the op gets none."""
     realize = _torch.realize_op()
     data_only = _data_only(gm.graph, num_fwd_outputs, static_inputs)
@@ -94,7 +98,9 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
         val = node.meta.get("val")
         if (node.op == "placeholder" or node not in data_only or not _torch.inductor_pointwise(node)
                 or not node.all_input_nodes  # a constant (full, arange): Inductor folds it into its readers
-                or not isinstance(val, torch.Tensor) or _readers(node) < 2):
+                or not isinstance(val, torch.Tensor) or not val.is_floating_point() or val.numel() <= 1
+                or _readers(node) < 2
+                or not _all_inlining(node)):  # an extern reader (SDPA) has Inductor store it anyway
             continue
         with graph.inserting_after(node):
             copy = graph.call_function(realize, (node, list(val.stride())))
@@ -111,6 +117,15 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
 def _readers(node: fx.Node) -> int:
     """How many ops read ``node``, looking through views (an output counts as none)."""
     return sum(_readers(u) if getattr(u.target, "is_view", False) else int(u.op == "call_function")
+               for u in node.users)
+
+
+def _all_inlining(node: fx.Node) -> bool:
+    """Whether every reader of ``node`` (looking through views) is one Inductor would compute it
+    inside: a pointwise op or a reduction."""
+    reduction = getattr(torch.Tag, "reduction", None)
+    return all(_all_inlining(u) if getattr(u.target, "is_view", False) else
+               u.op == "call_function" and (_torch.inductor_pointwise(u) or reduction in getattr(u.target, "tags", ()))
                for u in node.users)
 
 

@@ -151,6 +151,14 @@ def test_nothing_marked_without_gradient_pairing_or_twice_read_data():
     gm = _joint(one_layer, x, keep, w)
     assert store_shared(gm, num_fwd_outputs=1) == 0  # read once: Inductor's inlining is right
 
+    def boolean_twice(x, keep, w):
+        both = keep & keep.flip(-1)  # a boolean mask read by two layers: left to Inductor
+        h = (x @ w).masked_fill(~both.transpose(-1, -2), 0.0)
+        return (h.masked_fill(~both.transpose(-1, -2), 1.0) @ w).sum(), None, None, torch.zeros_like(w)
+
+    gm = _joint(boolean_twice, x, keep, w)
+    assert store_shared(gm, num_fwd_outputs=1) == 0
+
 
 class _EagerMaskAttention(torch.nn.Module):
     def __init__(self):
