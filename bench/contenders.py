@@ -113,20 +113,24 @@ class CheckpointSequential(nn.Module):
 
 class RecordingMinCut(MinCutPartitioner):
     """PyTorch's min-cut partitioner (same cache identity) that also replays the graphs it returns
-    through fxremat's memory model, so min-cut's budget points get a predicted peak as well."""
+    through fxremat's memory model and time model, so min-cut's budget points get a predicted peak
+    and step time as well."""
 
     def __init__(self, activation_memory_budget: float | None = None):
         super().__init__(activation_memory_budget)
         self.predicted: list[int] = []
         self.errors: list[str] = []
+        self.step_s: list[float] = []  # fxremat.timing's estimate of each pair's step
 
     def __call__(self, gm, joint_inputs, **kwargs):
         fw, bw = super().__call__(gm, joint_inputs, **kwargs)
         try:
             from fxremat.memory import simulate
+            from fxremat.timing import step_seconds
 
             inductor = kwargs.get("compiler") == "inductor"  # replayed as fxremat replays its own pairs
             self.predicted.append(simulate(fw, bw, kwargs["num_fwd_outputs"], inductor).peak_bytes)
+            self.step_s.append(step_seconds(fw, bw, inductor).step_s)
         except Exception as exc:  # noqa: BLE001 - a prediction is optional
             self.errors.append(f"{type(exc).__name__}: {exc}")
         return fw, bw

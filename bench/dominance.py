@@ -38,11 +38,12 @@ from .hf_models import hf_cases, select_cases
 from .measure import _predictions, no_caches
 from .report import machine_info
 
-__all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "dominating", "recompute_order", "main"]
+__all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "NOISE", "dominating", "recompute_order", "step_order", "main"]
 
 MIN_CUT_POINTS = (1.0, 0.8, 0.5, 0.2)  # activation_memory_budget (1.0 is PyTorch's default)
 FXREMAT_POINTS = (None, 0.2, 0.5, 0.8, 0.9, 1.0)  # memory_budget (None: the least-peak plan)
 TIME_SLACK = 1.03  # an fxremat point dominates when its median step is at most this many times the other's
+NOISE = 0.03  # measured medians closer than this (a fraction) are not ordered (the VM's spread)
 MIB = 2**20
 
 
@@ -124,6 +125,17 @@ def recompute_order(points: list[Point], predicted: dict[str, dict[str, Any]]) -
     return agree, len(pairs)
 
 
+def step_order(points: list[Point], predicted: dict[str, dict[str, Any]], noise: float = NOISE) -> tuple[int, int]:
+    """How well the time model (:mod:`fxremat.timing`) orders every point it can predict (min-cut's
+    and fxremat's): of the pairs whose measured median steps differ by more than ``noise`` (a
+    fraction of the faster), (pairs the predicted step time orders alike, all such pairs)."""
+    xs = [(predicted[p.name]["predicted_step_s"], p.step_s) for p in points
+          if predicted.get(p.name, {}).get("predicted_step_s") is not None]
+    pairs = [(a, b) for i, a in enumerate(xs) for b in xs[i + 1:] if abs(a[1] - b[1]) > noise * min(a[1], b[1])]
+    agree = sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)
+    return agree, len(pairs)
+
+
 def _table(label: str, points: list[Point], predicted: dict[str, dict[str, Any]]) -> str:
     lines = [f"#### {label}", "",
              "| point | peak MiB | step ms | dominated by (peak, time ratio) |",
@@ -144,11 +156,19 @@ def _table(label: str, points: list[Point], predicted: dict[str, dict[str, Any]]
         share = predicted.get(name, {}).get("recompute")
         return "" if share is None else f", {100 * share:.0f}% recompute predicted"
 
+    def estimate(name: str) -> str:
+        s = predicted.get(name, {}).get("predicted_step_s")
+        return "" if s is None else f", step estimated {s * 1e3:.1f} ms"
+
     agree, pairs = recompute_order(points, predicted)
+    t_agree, t_pairs = step_order(points, predicted)
     lines += ["", "fxremat's points: " + ", ".join(
-        f"{p.name} {p.peak_bytes / MIB:.2f} MiB / {p.step_s * 1e3:.1f} ms{recompute(p.name)}"
+        f"{p.name} {p.peak_bytes / MIB:.2f} MiB / {p.step_s * 1e3:.1f} ms{recompute(p.name)}{estimate(p.name)}"
         for p in points if p.family == "fxremat"), "",
-        f"predicted recompute orders measured step time alike on {agree} of {pairs} pairs of fxremat points", ""]
+        "min-cut's points: " + ", ".join(f"{p.name}{estimate(p.name)}" for p in points if p.family == "min-cut"), "",
+        f"predicted recompute orders measured step time alike on {agree} of {pairs} pairs of fxremat points; "
+        f"the estimated step time (fxremat.timing) on {t_agree} of {t_pairs} pairs of points (min-cut's and "
+        f"fxremat's) whose medians differ by more than {100 * NOISE:.0f}%", ""]
     return "\n".join(lines)
 
 

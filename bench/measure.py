@@ -260,9 +260,13 @@ def _predictions(contender: Contender, recorder: Any) -> dict[str, Any]:
         # the whole step's recomputation, as a share of one forward (the solver's cost model)
         out["recompute"] = sum(r.plan.recompute_cost for r in reports if r.plan) / forward if forward else 0.0
         out["partition_s"] = sum(r.seconds for r in reports)
+        steps = [r.predicted_step_s for r in reports]
+        # fxremat.timing's estimate of the whole step (every graph, the pair that runs)
+        out["predicted_step_s"] = sum(steps) if None not in steps else None
     elif contender.family == "min-cut" and recorder is not None:
         out["graphs"] = len(recorder.predicted)
         out["predicted_peak_bytes"] = max(recorder.predicted) if recorder.predicted else None
+        out["predicted_step_s"] = sum(recorder.step_s) if recorder.step_s and not recorder.errors else None
         if recorder.errors:
             out["predicted_note"] = recorder.errors[0][:300]
     return out

@@ -35,6 +35,7 @@ import torch.fx as fx
 
 from . import _torch
 from .fusion import fused_values, readers_fusible
+from .timing import flops, graph_seconds
 
 __all__ = ["Role", "NodeFacts", "JointGraph", "analyze", "primal_gradients"]
 
@@ -88,29 +89,10 @@ class JointGraph:
     # each primal's gradient among the joint graph's outputs (None: it gets none); empty when the
     # outputs do not pair one gradient with each primal (:func:`primal_gradients`)
     gradients: Mapping[fx.Node, object] = field(default_factory=lambda: MappingProxyType({}))
-
-
-def _flops(node: fx.Node, out: list[torch.Tensor]) -> float:
-    """A rough FLOP count: matmuls and convolutions by their shapes, everything else by size."""
-    numel = sum(_torch.hint(t.numel()) for t in out)
-    target = node.target
-    packet = getattr(target, "overloadpacket", None)
-    aten = torch.ops.aten
-    args = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-    try:
-        if packet in (aten.mm, aten.bmm, aten.addmm, aten.baddbmm):
-            a = args[-2]
-            return 2.0 * numel * _torch.hint(a.shape[-1])
-        if packet in (aten.convolution, aten.convolution_backward) and out:
-            w = args[1]
-            per_out = _torch.hint(w.numel()) // max(1, _torch.hint(w.shape[0]))
-            return 2.0 * _torch.hint(out[0].numel()) * per_out
-        if packet is not None and "scaled_dot_product" in packet.__name__:
-            q, k = args[0], args[1]
-            return 4.0 * _torch.hint(q.numel()) * _torch.hint(k.shape[-2])
-    except (AttributeError, IndexError, TypeError):
-        pass
-    return float(numel)
+    # estimated seconds of recomputing each forward node in the backward, as the target compiler
+    # runs it (fxremat.timing: a node Inductor fuses into its readers costs next to nothing); the
+    # chain's stage costs.  Empty: price forward nodes by ``NodeFacts.cost`` (FLOPs)
+    seconds: Mapping[fx.Node, float] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_storages: set) -> str | None:
@@ -193,7 +175,7 @@ def analyze(
             role = Role.BACKWARD
             backward.append(node)
         ban = _recompute_ban(node, facts, mutated_storages) if role is Role.FORWARD else None
-        facts[node] = NodeFacts(role, keys, _flops(node, tensors) if role is Role.FORWARD else 0.0, ban)
+        facts[node] = NodeFacts(role, keys, flops(node) if role is Role.FORWARD else 0.0, ban)
     visible = {key for n in primals if facts[n].role is Role.INPUT for key in facts[n].storages}
     visible.update(key for n in fwd_outputs for key in facts[n].storages)
     read_by_backward = {a for n in backward for a in n.all_input_nodes}
@@ -223,6 +205,8 @@ def analyze(
         inductor=inductor,
         backward_graph=in_backward,
         gradients=MappingProxyType(primal_gradients(graph, num_fwd_outputs)),
+        seconds=MappingProxyType({n: t for n, t in graph_seconds(graph, fused, lambda n: facts[n].storages).items()
+                                  if facts[n].role is Role.FORWARD}),
     )
 
 

@@ -45,7 +45,7 @@ from . import _torch
 from .fusion import fused_values
 from .lowering import add_reading
 
-__all__ = ["Timeline", "simulate"]
+__all__ = ["Timeline", "simulate", "fused_in"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _reinplaced(node: fx.Node) -> bool:
     return _torch.index_put_name(node) is not None
 
 
-def _fused(graph: fx.Graph) -> set[fx.Node]:
+def fused_in(graph: fx.Graph) -> set[fx.Node]:
     """Values Inductor never allocates (:func:`fxremat.fusion.fused_values`), and matmuls it runs
     as an ``addmm``."""
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
@@ -189,7 +189,7 @@ class _Replay:
         dies_after: dict[fx.Node, list[fx.Node]] = {}
         for value, user in last_use.items():
             dies_after.setdefault(user, []).append(value)
-        fused = _fused(graph) if self.inductor else set()
+        fused = fused_in(graph) if self.inductor else set()
         for node in nodes:
             if node in fused:  # never allocated: reads its inputs' buffers, like a view
                 self.keys[node] = list(dict.fromkeys(k for a in node.all_input_nodes for k in self.storages(a)))

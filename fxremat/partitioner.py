@@ -52,6 +52,7 @@ from .chain import Chain
 from .linearize import Linearization, linearize
 from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
 from .memory import Timeline, simulate
+from .timing import StepEstimate, step_seconds
 from .merge import merge_duplicates, store_shared
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
@@ -81,6 +82,11 @@ class BudgetError(ValueError):
         return None
 
 
+# A plan counts as faster on the time model's estimate alone when its step is estimated at most
+# this share of the other's (the estimate misorders plans closer than a few percent).
+CLEARLY_FASTER = 0.97
+
+
 @dataclass(frozen=True)
 class PartitionReport:
     """What the partitioner decided for one graph (read by :mod:`fxremat.report`)."""
@@ -98,6 +104,14 @@ class PartitionReport:
     budget_bytes: int | None = None  # this graph's budget on the chain model (None: no budget)
     budget_met: bool | None = None  # False: no plan meets it and the least-peak plan ran (None: no budget)
     chain: Chain | None = None  # the chain model the solver and the budget work on (its frontier: fxremat.report)
+    step: StepEstimate | None = None  # fxremat's pair, estimated by fxremat.timing (None: not estimated)
+    min_cut_step: StepEstimate | None = None  # min-cut's pair, likewise
+
+    @property
+    def predicted_step_s(self) -> float | None:
+        """The estimated step time (:mod:`fxremat.timing`) of the pair that runs."""
+        chosen = self.step if self.chosen == "fxremat" else self.min_cut_step
+        return chosen.step_s if chosen is not None else None
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -163,7 +177,8 @@ def partition(
         rival = lambda: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo)  # noqa: E731
         fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
                                memo)
-        report = replace(report, seconds=time.perf_counter() - start)
+        report = replace(report, seconds=time.perf_counter() - start, step=step_seconds(fw, bw, jg.inductor),
+                         min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
         raise
@@ -195,6 +210,7 @@ class _Extracted(NamedTuple):
     fw: fx.GraphModule
     bw: fx.GraphModule
     timeline: Timeline
+    step: StepEstimate
 
 
 class _Memo:
@@ -391,12 +407,24 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     if met:
         # A least-peak plan is planned on the whole chain (gradients included), the budget's on the
-        # activations alone, so it can replay lower *and* recompute less than the plan within the
-        # budget (HF Llama at 0.2: 43.9 MiB and 78% of a forward against 42.2 and 68%): then it runs.
+        # activations alone, so it can replay lower *and* run faster than the plan within the
+        # budget (HF Llama at 0.2: 43.9 MiB and 78% of a forward against 42.2 and 68%; HF ViT at
+        # 0.2: 49.9 MiB and 448 ms measured against 31.3 and 416, though the least-peak plan
+        # recomputes 95% of a forward to the budget plan's 83%): then it runs.  Faster: it
+        # recomputes no more, or the time model (fxremat.timing) estimates its whole step at most
+        # CLEARLY_FASTER times the other's (ViT at 0.2: 5% below; the estimate is no finer than a
+        # few percent: on HF GPT-2 at 0.5 it put the least-peak plan 0.7% below a budget plan
+        # measured 7% faster).
         better = [c for c in least_peak() if c.timeline.peak_bytes <= best.timeline.peak_bytes
-                  and c.plan.recompute_cost <= best.plan.recompute_cost]
-        best = min(better, key=lambda c: (c.timeline.peak_bytes, c.plan.recompute_cost), default=best)
-    chain, plan, saved_names, fw, bw, timeline = best
+                  and (c.plan.recompute_cost <= best.plan.recompute_cost
+                       or c.step.step_s <= CLEARLY_FASTER * best.step.step_s)]
+        yielded = min(better, key=lambda c: (c.timeline.peak_bytes, c.step.step_s), default=best)
+        if yielded is not best:
+            log.info("fxremat: the budget's plan (%s predicted, step est. %.1f ms) yields to a least-peak plan "
+                     "(%s, est. %.1f ms)", _size(best.timeline.peak_bytes), 1e3 * best.step.step_s,
+                     _size(yielded.timeline.peak_bytes), 1e3 * yielded.step.step_s)
+        best = yielded
+    chain, plan, saved_names, fw, bw, timeline, _ = best
     rival = rival_of()
     if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
@@ -452,6 +480,7 @@ class _Candidate(NamedTuple):
     fw: fx.GraphModule
     bw: fx.GraphModule
     timeline: Timeline
+    step: StepEstimate
 
 
 def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node],
@@ -470,7 +499,8 @@ def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
+    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor),
+                      step_seconds(fw, bw, jg.inductor))
 
 
 def _log_report(r: PartitionReport) -> None:

@@ -91,7 +91,9 @@ class Report:
         lines.append(
             "Peaks are predictions, not measurements.  'whole step': fxremat's replay of both graphs, node by\n"
             "node (everything the step allocates; the same ruler for both partitions).  'chain model': only the\n"
-            "activations fxremat plans over, the objective its solver minimises and memory_budget constrains."
+            "activations fxremat plans over, the objective its solver minimises and memory_budget constrains.\n"
+            "Times are estimates of a roofline model (fxremat.timing: FLOPs and bytes moved at nominal rates),\n"
+            "good for comparing plans that differ by more than a few percent, not for predicting seconds."
         )
         return "\n".join(lines)
 
@@ -122,7 +124,13 @@ class Report:
             unused = "" if r.chosen == "fxremat" else " (plan not used)"
             out.append(
                 f"  {'recompute':<18}{100 * share:.0f}% of one forward "
-                f"({_flop(r.plan.recompute_cost)} of {_flop(r.forward_cost)}){unused}"
+                f"(est. {_time(r.plan.recompute_cost)} of {_time(r.forward_cost)}){unused}"
+            )
+        if r.step is not None and r.min_cut_step is not None:
+            out.append(
+                f"  {'step (estimate)':<18}{'fxremat':<19}{_time(r.step.step_s):>11}   "
+                f"{r.step.step_s / r.min_cut_step.step_s if r.min_cut_step.step_s else 1.0:.2f}x min-cut's "
+                f"{_time(r.min_cut_step.step_s)}"
             )
         budget = _budget_text(self.solver, self.memory_budget, _budget_bytes(r, self))
         if r.budget_met is False:
@@ -251,11 +259,12 @@ def _mib(nbytes: float) -> str:
     return f"{nbytes / _MIB:.2f} MiB"
 
 
-def _flop(x: float) -> str:
-    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if x >= scale:
-            return f"{x / scale:.2f} {unit}"
-    return f"{x:.0f} FLOP"
+def _time(seconds: float) -> str:
+    """An estimate of :mod:`fxremat.timing`, in its unit."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:.2f} {unit}"
+    return f"{seconds / 1e-6:.1f} us"
 
 
 def _share(cost: float, total: float) -> str:
@@ -349,6 +358,11 @@ def _graph_json(i: int, r: PartitionReport, rep: Report) -> dict[str, Any]:
             "no_recompute_chain": r.chain_no_recompute_peak,
         },
         "saved": list(r.saved),
+        "predicted_step_s": {  # fxremat.timing's estimate of each pair's step
+            "chosen": r.predicted_step_s,
+            "fxremat": r.step.step_s if r.step is not None else None,
+            "min_cut": r.min_cut_step.step_s if r.min_cut_step is not None else None,
+        },
         "seconds": r.seconds,
         "timelines": {"fxremat": _timeline_json(r.fxremat), "min_cut": _timeline_json(r.min_cut)},
         "frontier": _frontier_json(rep._frontier(i), _forward_total(r)),
@@ -450,7 +464,7 @@ def _plot_frontier(ax, i: int, n: int, r: PartitionReport, points: tuple[Frontie
         top = max(top, fx)
     ax.set_xlim(-3, max(103.0, xs[-1] + 3))
     ax.set_ylim(0, top * 1.25 if top > 0 else 1)
-    ax.set_xlabel("recomputation (% of one forward's FLOPs)")
+    ax.set_xlabel("recomputation (% of one forward's estimated time)")
     ax.set_ylabel("predicted peak (MiB)")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8.5)

@@ -111,6 +111,23 @@ def test_lower_budget_never_predicts_a_higher_peak(name):
     assert peaks[-1] < peaks[0] or name == "dropout_mlp", f"{name}: the sweep never lowered the peak: {peaks}"
 
 
+@pytest.mark.parametrize("name", ["masked_encoder", "gpt"])
+def test_a_met_budget_is_never_beaten_by_the_least_peak_pair_on_both_counts(name):
+    """Where a budget is met, the pair that runs is never both higher (replayed peak) and slower
+    (the time model's step estimate) than the least-peak pair: that one would run instead."""
+    model, inputs = MODELS[name]()
+    reports = plan_each(model, inputs, (None, *FRACTIONS))
+    least = reports[None]
+    assert least.step is not None
+    for f in FRACTIONS:
+        r = reports[f]
+        if not r.budget_met or r.reason.startswith("min-cut's pair"):
+            continue
+        assert r.step is not None and r.fxremat is not None
+        assert r.fxremat.peak_bytes < least.fxremat.peak_bytes or r.step.step_s <= least.step.step_s, (
+            f, r.fxremat.peak_bytes, r.step.step_s, least.fxremat.peak_bytes, least.step.step_s)
+
+
 def test_every_budget_on_the_curve(monkeypatch):
     """At every breakpoint of the solver's curve (the budget equal to a plan's chain peak), the pair
     that runs is predicted no higher than the solver's plan for that budget, and the predictions are

@@ -32,7 +32,7 @@ from helpers import loss_of
 
 import fxremat
 from fxremat import _torch
-from fxremat.memory import Timeline, _fused, simulate
+from fxremat.memory import Timeline, fused_in, simulate
 from fxremat.partitioner import partition
 
 aten = torch.ops.aten
@@ -139,7 +139,7 @@ def test_fused_pointwise_chain_adds_no_bytes():
     gm, plain, ind = _replay(lambda x: ((torch.relu(x * 2 + 1).sum()) * 3,), torch.randn(N))
     chain = [*_named(gm, aten.mul.Tensor)[:1], *_named(gm, aten.add.Tensor), *_named(gm, aten.relu.default)]
     assert len(chain) == 3
-    assert set(chain) <= _fused(gm.graph)
+    assert set(chain) <= fused_in(gm.graph)
     for node in chain:
         assert ind[node.name] == _before(gm, ind, node) == 0, node.name
     assert plain[chain[1].name] >= 2 * _nbytes(chain[0]), "the plain replay holds two of them at the add"
@@ -156,7 +156,7 @@ def test_fused_pointwise_chain_adds_no_bytes():
 def test_fused_pointwise_chain_before_a_returned_sum_adds_no_bytes():
     gm, _, ind = _replay(lambda x: (torch.relu(x * 2 + 1).sum(),), torch.randn(N))
     (relu,) = _named(gm, aten.relu.default)
-    assert relu in _fused(gm.graph)
+    assert relu in fused_in(gm.graph)
     assert ind[relu.name] == 0
 
 
@@ -165,7 +165,7 @@ def test_fused_value_read_through_a_view_adds_no_bytes(view):
     reshape = (lambda a: a.view(64, 64)) if view == "view" else (lambda a: a.t() + 1)
     gm, _, ind = _replay(lambda x: (reshape(x * 2).sum() * 3,), torch.randn(64, 64))
     (mul,) = [n for n in _named(gm, aten.mul.Tensor) if n.args[1] == 2]
-    assert mul in _fused(gm.graph)
+    assert mul in fused_in(gm.graph)
     assert max(ind.values()) <= 8, ind  # only the two scalars are ever allocated
 
 
@@ -180,7 +180,7 @@ def test_silu_read_by_two_kernels_is_stored():
     gm, _, ind = _replay(fn, torch.randn(N), torch.randn(N))
     (silu,) = _named(gm, aten.silu.default)
     assert len(silu.users) == 2
-    assert silu not in _fused(gm.graph)
+    assert silu not in fused_in(gm.graph)
     assert ind[silu.name] >= _nbytes(silu)
 
 
@@ -193,7 +193,7 @@ def test_cheap_value_read_twice_stays_fused():
     gm, _, ind = _replay(fn, torch.randn(N))
     (mul,) = _named(gm, aten.mul.Tensor)
     assert len(mul.users) == 2
-    assert mul in _fused(gm.graph)
+    assert mul in fused_in(gm.graph)
 
 
 def test_heavy_value_read_twice_is_stored():
@@ -205,7 +205,7 @@ def test_heavy_value_read_twice_is_stored():
     gm, _, ind = _replay(fn, torch.randn(N))
     (exp,) = _named(gm, aten.exp.default)
     assert len(exp.users) == 2
-    assert exp not in _fused(gm.graph)
+    assert exp not in fused_in(gm.graph)
     assert ind[exp.name] == _nbytes(exp)
 
 
@@ -222,7 +222,7 @@ def test_value_reading_many_buffers_is_stored_when_read_twice(readers):
     gm, _, ind = _replay(fn, *args)
     (clamp,) = _named(gm, aten.clamp.default)
     assert len(clamp.users) == readers
-    assert (clamp in _fused(gm.graph)) == (readers == 1)
+    assert (clamp in fused_in(gm.graph)) == (readers == 1)
     if readers == 2:
         assert ind[clamp.name] >= _nbytes(clamp)
 
@@ -232,7 +232,7 @@ def test_inplace_reuse_of_a_dying_same_size_input():
     takes it over and relu's step adds nothing."""
     gm, plain, ind = _replay(lambda x, w: ((x @ w).relu(),), torch.randn(64, 64), torch.randn(64, 64))
     (mm,), (relu,) = _named(gm, aten.mm.default), _named(gm, aten.relu.default)
-    assert relu not in _fused(gm.graph)  # returned
+    assert relu not in fused_in(gm.graph)  # returned
     assert ind[relu.name] == ind[mm.name] == _nbytes(mm)
     assert plain[relu.name] == plain[mm.name] + _nbytes(relu)
 
@@ -293,7 +293,7 @@ def test_returned_value_is_never_fused():
     """a = x*2 is returned and also read by pointwise ops only: it must be allocated."""
     gm, _, ind = _replay(lambda x: (((x * 2) + 1).sum() * 3, x * 2), torch.randn(N))
     returned = set(gm.graph.find_nodes(op="output")[0].all_input_nodes)
-    assert not returned & _fused(gm.graph)
+    assert not returned & fused_in(gm.graph)
     doubled = [n for n in returned if n.target == aten.mul.Tensor and n.args[1] == 2]
     assert doubled, gm.graph
     assert ind[doubled[0].name] - _before(gm, ind, doubled[0]) == _nbytes(doubled[0])
@@ -305,10 +305,10 @@ def test_gather_feeding_pointwise_is_fused():
     w, idx = torch.randn(128, 32), torch.randint(0, 128, (8, 16))
     gm, _, ind = _replay(lambda w, i: ((torch.nn.functional.embedding(i, w) * 2).sum() * 1,), w, idx)
     (emb,) = _named(gm, aten.embedding.default)
-    assert emb in _fused(gm.graph) and ind[emb.name] == 0
+    assert emb in fused_in(gm.graph) and ind[emb.name] == 0
     gm, _, ind = _replay(lambda w, i: (torch.nn.functional.embedding(i, w),), w, idx)
     (emb,) = _named(gm, aten.embedding.default)
-    assert emb not in _fused(gm.graph) and ind[emb.name] == _nbytes(emb)
+    assert emb not in fused_in(gm.graph) and ind[emb.name] == _nbytes(emb)
 
 
 def test_cropped_gradient_stays_alive_until_its_reader():
@@ -322,7 +322,7 @@ def test_cropped_gradient_stays_alive_until_its_reader():
     gm, _, ind = _replay(fn, torch.randn(65, 64), torch.randn(64, 64), torch.randn(64, 64))
     (pad,), (mul,) = _named(gm, aten.constant_pad_nd.default), _named(gm, aten.mul.Tensor)[:1]
     (mm,) = _named(gm, aten.mm.default)
-    assert pad in _fused(gm.graph) and mul in _fused(gm.graph)
+    assert pad in fused_in(gm.graph) and mul in fused_in(gm.graph)
     assert ind[pad.name] == ind[mm.name] == _nbytes(mm)
 
 
@@ -399,7 +399,7 @@ def test_inductor_peak_at_most_plain_peak_on_real_pairs(name, partitioner):
         assert ind.labels == plain.labels and ind.forward_steps == plain.forward_steps
         for graph in (fw.graph, bw.graph):
             returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
-            assert not returned & _fused(graph), "a returned value treated as fused"
+            assert not returned & fused_in(graph), "a returned value treated as fused"
     if partitioner == "fxremat":
         reports = fxremat.last_reports()
         assert reports and all(isinstance(r.min_cut, Timeline) for r in reports)
