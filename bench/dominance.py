@@ -41,7 +41,7 @@ from .report import machine_info
 __all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "NOISE", "dominating", "recompute_order", "step_order", "main"]
 
 MIN_CUT_POINTS = (1.0, 0.8, 0.5, 0.2)  # activation_memory_budget (1.0 is PyTorch's default)
-FXREMAT_POINTS = (None, 0.2, 0.5, 0.8, 0.9, 1.0)  # memory_budget (None: the least-peak plan)
+FXREMAT_POINTS = (None, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # memory_budget (None: the least-peak plan)
 TIME_SLACK = 1.03  # an fxremat point dominates when its median step is at most this many times the other's
 NOISE = 0.03  # measured medians closer than this (a fraction) are not ordered (the VM's spread)
 MIB = 2**20
