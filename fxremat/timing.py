@@ -33,6 +33,8 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from .fusion import is_view
+from .memory import fused_in
 
 __all__ = ["Machine", "MACHINES", "flops", "node_seconds", "graph_seconds", "StepEstimate", "step_seconds"]
 
@@ -131,8 +133,6 @@ def node_seconds(node: fx.Node, fused: AbstractSet[fx.Node], is_view: Callable[[
 def graph_seconds(graph: fx.Graph, fused: AbstractSet[fx.Node], storages: Callable[[fx.Node], Iterable[object]],
                   machine: Machine | None = None) -> dict[fx.Node, float]:
     """:func:`node_seconds` of every node of ``graph``."""
-    from .fusion import is_view
-
     machine = machine or machine_of(graph)
     own = {n: frozenset(storages(n)) for n in graph.nodes}.__getitem__
     return {n: node_seconds(n, fused, lambda v: is_view(v, own), machine) for n in graph.nodes}
@@ -153,7 +153,6 @@ class StepEstimate:
 def step_seconds(fw: fx.GraphModule, bw: fx.GraphModule, inductor: bool) -> StepEstimate:
     """Estimated seconds of running ``fw`` then ``bw`` (``inductor``: with Inductor's fusion, as
     the memory model replays it; otherwise every op is a kernel)."""
-    from .memory import fused_in
 
     machine = machine_of(fw.graph)
 

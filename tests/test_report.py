@@ -74,7 +74,7 @@ def test_report_str_has_the_key_lines(report):
     for needle in (
         "solver=linear", f"chose {r.chosen} ({r.reason})", f"stages found      {r.stages}",
         "checkpoints", "predicted peak", "fxremat", "min-cut (PyTorch)", "no recomputation", "MiB",
-        "x min-cut", "% of one forward", "budget", "planning time",
+        "x min-cut", "% of one forward", "step (estimate)", "budget", "planning time",
     ):
         assert needle in text, needle
     assert f"{r.min_cut.peak_bytes / 2**20:.2f} MiB" in text
@@ -92,6 +92,9 @@ def test_report_to_json(report):
     assert g["predicted_peak_bytes"] == {
         "chosen": r.predicted_peak_bytes, "fxremat": r.fxremat.peak_bytes, "min_cut": r.min_cut.peak_bytes,
         "no_recompute_chain": r.chain_no_recompute_peak,
+    }
+    assert g["predicted_step_s"] == {
+        "chosen": r.predicted_step_s, "fxremat": r.step.step_s, "min_cut": r.min_cut_step.step_s,
     }
     for key in ("fxremat", "min_cut"):
         t = g["timelines"][key]
