@@ -120,9 +120,14 @@ def recompute_order(points: list[Point], predicted: dict[str, dict[str, Any]]) -
     (pairs ordered alike by prediction and measured median step, all such pairs)."""
     fx = [(predicted[p.name]["recompute"], p.step_s) for p in points
           if p.family == "fxremat" and predicted.get(p.name, {}).get("recompute") is not None]
-    pairs = [(a, b) for i, a in enumerate(fx) for b in fx[i + 1:] if abs(a[0] - b[0]) > 0.01]
-    agree = sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)
-    return agree, len(pairs)
+    return _ordered_alike(fx, lambda a, b: abs(a[0] - b[0]) > 0.01)
+
+
+def _ordered_alike(xs: list[tuple[float, float]], counted) -> tuple[int, int]:
+    """Of the pairs of (predicted, measured) that ``counted(a, b)`` accepts: (pairs whose two
+    values are ordered alike, all such pairs)."""
+    pairs = [(a, b) for i, a in enumerate(xs) for b in xs[i + 1:] if counted(a, b)]
+    return sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs), len(pairs)
 
 
 def step_order(points: list[Point], predicted: dict[str, dict[str, Any]], noise: float = NOISE) -> tuple[int, int]:
@@ -131,9 +136,7 @@ def step_order(points: list[Point], predicted: dict[str, dict[str, Any]], noise:
     fraction of the faster), (pairs the predicted step time orders alike, all such pairs)."""
     xs = [(predicted[p.name]["predicted_step_s"], p.step_s) for p in points
           if predicted.get(p.name, {}).get("predicted_step_s") is not None]
-    pairs = [(a, b) for i, a in enumerate(xs) for b in xs[i + 1:] if abs(a[1] - b[1]) > noise * min(a[1], b[1])]
-    agree = sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)
-    return agree, len(pairs)
+    return _ordered_alike(xs, lambda a, b: abs(a[1] - b[1]) > noise * min(a[1], b[1]))
 
 
 def _table(label: str, points: list[Point], predicted: dict[str, dict[str, Any]]) -> str:

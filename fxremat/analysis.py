@@ -91,7 +91,7 @@ class JointGraph:
     gradients: Mapping[fx.Node, object] = field(default_factory=lambda: MappingProxyType({}))
     # estimated seconds of recomputing each forward node in the backward, as the target compiler
     # runs it (fxremat.timing: a node Inductor fuses into its readers costs next to nothing); the
-    # chain's stage costs.  Empty: price forward nodes by ``NodeFacts.cost`` (FLOPs)
+    # chain's stage costs (``NodeFacts.cost`` stays the FLOP count cheapness is judged by)
     seconds: Mapping[fx.Node, float] = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -205,8 +205,8 @@ def analyze(
         inductor=inductor,
         backward_graph=in_backward,
         gradients=MappingProxyType(primal_gradients(graph, num_fwd_outputs)),
-        seconds=MappingProxyType({n: t for n, t in graph_seconds(graph, fused, lambda n: facts[n].storages).items()
-                                  if facts[n].role is Role.FORWARD}),
+        seconds=MappingProxyType(graph_seconds(graph, fused, lambda n: facts[n].storages,
+                                               nodes=[n for n, f in facts.items() if f.role is Role.FORWARD])),
     )
 
 

@@ -172,7 +172,7 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
         if key not in stage_output and key not in held and jg.storage_owner.get(key) not in jg.fused:
             largest[st - 1] = max(largest[st - 1], jg.storage_bytes[key])
     for node in forward:
-        cost[stage_of[node] - 1] += jg.seconds[node] if jg.seconds else facts[node].cost
+        cost[stage_of[node] - 1] += jg.seconds[node]
 
     # A crossing storage that every plan saves anyway costs a checkpoint nothing more.
     output = [0] + [0 if crossing_key[k] in always_keys else jg.storage_bytes[crossing_key[k]] for k in boundaries] + [0]

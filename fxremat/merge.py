@@ -46,6 +46,7 @@ import torch.fx as fx
 
 from . import _torch
 from .analysis import primal_gradients
+from .fusion import readers_fusible
 
 __all__ = ["merge_duplicates", "store_shared"]
 
@@ -86,21 +87,23 @@ def merge_duplicates(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: fr
 def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozenset[fx.Node] = frozenset()) -> int:
     """Insert ``inductor_force_stride_order(v, v.stride())`` after each data-only value ``v`` (as
     :func:`merge_duplicates` defines them, constants and scalars aside) that Inductor computes as
-    pointwise and two or more ops read (looking through views), all pointwise ops or reductions,
-    and let its readers read that instead; returns how many were
-    inserted.  A torch without the op gets none."""
+    pointwise and two or more ops read (looking through views), all pointwise ops or reductions
+    (:func:`fxremat.fusion.readers_fusible`, the rule the memory model fuses by), and let its
+    readers read that instead; returns how many were inserted.  A torch without the op gets none."""
     realize = _torch.realize_op()
     data_only = _data_only(gm.graph, num_fwd_outputs, static_inputs)
     if realize is None or not data_only:
         return 0
     graph, stored = gm.graph, 0
+    returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    own = lambda n: frozenset(_torch.storage_key(t) for t in _torch.tensors_in(n.meta.get("val")))  # noqa: E731
     for node in list(graph.nodes):
         val = node.meta.get("val")
         if (node.op == "placeholder" or node not in data_only or not _torch.inductor_pointwise(node)
                 or not node.all_input_nodes  # a constant (full, arange): Inductor folds it into its readers
                 or not isinstance(val, torch.Tensor) or not val.is_floating_point() or val.numel() <= 1
                 or _readers(node) < 2
-                or not _all_inlining(node)):  # an extern reader (SDPA) has Inductor store it anyway
+                or not readers_fusible(node, own, returned)):  # an extern reader (SDPA) has Inductor store it anyway
             continue
         with graph.inserting_after(node):
             copy = graph.call_function(realize, (node, list(val.stride())))
@@ -117,15 +120,6 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
 def _readers(node: fx.Node) -> int:
     """How many ops read ``node``, looking through views (an output counts as none)."""
     return sum(_readers(u) if getattr(u.target, "is_view", False) else int(u.op == "call_function")
-               for u in node.users)
-
-
-def _all_inlining(node: fx.Node) -> bool:
-    """Whether every reader of ``node`` (looking through views) is one Inductor would compute it
-    inside: a pointwise op or a reduction."""
-    reduction = getattr(torch.Tag, "reduction", None)
-    return all(_all_inlining(u) if getattr(u.target, "is_view", False) else
-               u.op == "call_function" and (_torch.inductor_pointwise(u) or reduction in getattr(u.target, "tags", ()))
                for u in node.users)
 
 

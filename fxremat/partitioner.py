@@ -177,8 +177,7 @@ def partition(
         rival = lambda: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo)  # noqa: E731
         fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
                                memo)
-        report = replace(report, seconds=time.perf_counter() - start, step=step_seconds(fw, bw, jg.inductor),
-                         min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
+        report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
         raise
@@ -424,13 +423,13 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
                      "(%s, est. %.1f ms)", _size(best.timeline.peak_bytes), 1e3 * best.step.step_s,
                      _size(yielded.timeline.peak_bytes), 1e3 * yielded.step.step_s)
         best = yielded
-    chain, plan, saved_names, fw, bw, timeline, _ = best
+    chain, plan, saved_names, fw, bw, timeline, step = best
     rival = rival_of()
     if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
         # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
         # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
-        fw, bw, timeline = rival.fw, rival.bw, rival.timeline
+        fw, bw, timeline, step = rival.fw, rival.bw, rival.timeline, step_seconds(rival.fw, rival.bw, jg.inductor)
         chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
@@ -441,7 +440,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         chosen, reason = "min-cut", "min-cut's predicted peak is not higher"
     report = PartitionReport(
         chosen, reason, chain.n, plan, chain.no_recompute_peak(), timeline, mc_timeline,
-        saved_names, sum(chain.forward_cost), 0.0, budget, met, chain,
+        saved_names, sum(chain.forward_cost), 0.0, budget, met, chain, step,
     )
     if met is False:  # planned: nothing after this can fall back, so this is the graph's one warning
         log.warning(

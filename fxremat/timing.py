@@ -25,6 +25,7 @@ reads and writes counted).  CUDA: an H100/H200-class GPU in fp32 without TF32 (~
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import AbstractSet, Callable, Iterable
@@ -107,15 +108,15 @@ def _nbytes(node: fx.Node) -> int:
     return sum(_torch.hint(t.numel()) * t.element_size() for t in _torch.tensors_in(node.meta.get("val")))
 
 
-def node_seconds(node: fx.Node, fused: AbstractSet[fx.Node], is_view: Callable[[fx.Node], bool],
+def node_seconds(node: fx.Node, fused: AbstractSet[fx.Node], aliases: Callable[[fx.Node], bool],
                  machine: Machine) -> float:
-    """Estimated seconds of running ``node`` once (see the module docstring)."""
-    if node.op != "call_function" or node.target is operator.getitem or is_view(node):
-        return 0.0
+    """Estimated seconds of running ``node`` once (see the module docstring); ``aliases(node)``:
+    whether it is a view of its inputs."""
+    if (node.op != "call_function" or node.target is operator.getitem
+            or not _torch.tensors_in(node.meta.get("val")) or aliases(node)):
+        return 0.0  # not a kernel: a placeholder, an alias, a view, a symbolic size
     if node in fused:  # computed inside its readers' kernels: only its arithmetic is its own
         return flops(node) / machine.flop_rate
-    if not any(True for _ in _torch.tensors_in(node.meta.get("val"))) and not node.all_input_nodes:
-        return 0.0
     read: dict[fx.Node, None] = {}
     stack = list(node.all_input_nodes)
     while stack:  # a fused input is computed here: read what it reads
@@ -131,11 +132,13 @@ def node_seconds(node: fx.Node, fused: AbstractSet[fx.Node], is_view: Callable[[
 
 
 def graph_seconds(graph: fx.Graph, fused: AbstractSet[fx.Node], storages: Callable[[fx.Node], Iterable[object]],
-                  machine: Machine | None = None) -> dict[fx.Node, float]:
-    """:func:`node_seconds` of every node of ``graph``."""
+                  machine: Machine | None = None, nodes: Iterable[fx.Node] | None = None) -> dict[fx.Node, float]:
+    """:func:`node_seconds` of ``nodes`` (default: every node of ``graph``); ``storages`` gives a
+    node's storage keys (a view's are all among its inputs')."""
     machine = machine or machine_of(graph)
-    own = {n: frozenset(storages(n)) for n in graph.nodes}.__getitem__
-    return {n: node_seconds(n, fused, lambda v: is_view(v, own), machine) for n in graph.nodes}
+    own = functools.cache(lambda n: frozenset(storages(n)))
+    return {n: node_seconds(n, fused, lambda v: is_view(v, own), machine)
+            for n in (graph.nodes if nodes is None else nodes)}
 
 
 @dataclass(frozen=True)
