@@ -8,7 +8,8 @@ predicted step time are in one unit.  The rule is a roofline with a launch cost 
 * a value Inductor computes inside its readers' kernels (``fused``) costs only its arithmetic
   (``flops / flop_rate``): its readers read its inputs instead, and pay for the bytes (a matmul
   Inductor runs as the ``addmm`` of its one reader is fused this way and keeps its FLOPs);
-* a view, an alias (``getitem``, a placeholder, ``get_attr``) costs nothing;
+* a view, an alias (``getitem``, a placeholder, ``get_attr``) and a node with no tensor (a
+  symbolic size) cost nothing;
 * every other node is a kernel: ``launch + max(flops / flop_rate, bytes / bandwidth)``, where
   ``bytes`` counts the tensors it writes and the materialized tensors it reads (through fused
   inputs to what they read), and ``flops`` (:func:`flops`) is ``2 m n k`` for a matmul, ``2 x
