@@ -175,8 +175,8 @@ def partition(
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         rival = lambda: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo)  # noqa: E731
-        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
-                               memo)
+        fw, bw, report, min_cuts = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe,
+                                         rival, memo)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -192,8 +192,7 @@ def partition(
         return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
     if report.chosen == "min-cut":
-        fw, bw = mc_fw, mc_bw
-    min_cuts = any(fw is pair[0] for pair in memo.min_cuts.values())  # min-cut's pair, or its budget candidate
+        fw, bw, min_cuts = mc_fw, mc_bw, True
     fw, bw = _handed_out(fw, bw)
     if min_cuts:
         _mark_min_cuts(joint_module, num_fwd_outputs, static_lifetime_input_indices, bw)
@@ -347,8 +346,9 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
           rival_of: Callable[[], _Rival | None], memo: _Memo):
-    """The pair to run and its report.  ``rival_of()``: min-cut's budget candidate, asked for only
-    once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
+    """The pair to run, its report, and whether the pair is min-cut's.  ``rival_of()``: min-cut's
+    budget candidate, asked for only once a strict budget is known to be met (each of its min-cut
+    runs costs seconds)."""
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
     by_name = {n.name: n for n in joint.graph.nodes}
     # Min-cut's saved values are the base plan.  The generator states its own RNG functionalization
@@ -446,12 +446,14 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
                      _size(yielded.timeline.peak_bytes), 1e3 * yielded.step.step_s)
         best = yielded
     chain, plan, saved_names, fw, bw, timeline, step = best
+    min_cuts = False  # True: the pair is min-cut's (its budget candidate runs)
     rival = rival_of()
     if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
         # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
         # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
         fw, bw, timeline, step = rival.fw, rival.bw, rival.timeline, step_seconds(rival.fw, rival.bw, jg.inductor)
+        min_cuts = True
         chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
@@ -470,7 +472,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             "reaches (%s): running the plan of least predicted peak instead (strict_budget=True makes this an error)",
             options.memory_budget, _size(budget), _size(plans[-1].peak_bytes),
         )
-    return fw, bw, report
+    return fw, bw, report, min_cuts
 
 
 def _size(nbytes: int) -> str:
