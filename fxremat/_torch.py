@@ -445,9 +445,7 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     saved tensors or a backward that saves them (min-cut's), and its convolution backwards convert
     between layouts in copies of their own.
 
-    ``backward_patches``: Inductor config applied to the backward graph only, unless the graph
-    carries :data:`MIN_CUT_PAIR` (set by the partitioner on a backward of min-cut's in which no
-    mask is shared between layers: :class:`fxremat.backend._Backend` says why)."""
+    ``backward_patches``: Inductor config applied to the backward graph only."""
     from torch._inductor.compile_fx import compile_fx
 
     if reuse_buffers not in ("inductor", "local", "off"):
@@ -475,16 +473,11 @@ def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches
 
     token = _LOCAL_REUSE.set(local_reuse)
     try:
-        own = kwargs.get("is_backward") and not gm.meta.get(MIN_CUT_PAIR)
-        with inductor_config.patch(backward_patches if own else {}):
+        with inductor_config.patch(backward_patches if kwargs.get("is_backward") else {}):
             return compile_fx_inner(gm, example_inputs, **kwargs)
     finally:
         _LOCAL_REUSE.reset(token)
 
-
-# ``meta`` key of a backward graph that min-cut partitioned and that fxremat.partitioner lets
-# Inductor compile with PyTorch's settings.
-MIN_CUT_PAIR = "fxremat_min_cut_pair"
 
 _LOCAL_REUSE: contextvars.ContextVar[bool] = contextvars.ContextVar("fxremat_local_reuse", default=False)
 

@@ -98,15 +98,7 @@ class _Backend:
       backward, holding both layers' buffers (2026-12-02, with the merged masks of
       :mod:`fxremat.merge`: HF Qwen2, seq 1024, padded, 112.2 -> 96.3 MiB, predicted 96.3;
       HF Llama, seq 2048, 240.7 -> 201.1, predicted 201.1; HF T5, seq 1024, padded, 266.2 ->
-      219.0; HF BART, seq 1024, padded, 89.4 -> 82.1).  Still needed on 2026-12-03 (least-peak
-      plans, horizontal fusion allowed: HF GPT-2 eager 50.7 -> 54.6 MiB, BERT 59.4 -> 63.4, T5
-      seq 256 46.5 -> 49.0, ConvNeXt 49.3 -> 54.0; step times within 2%).  Not for a backward
-      that min-cut partitioned (a budget point that runs min-cut's pair) in which no data-only
-      value is read by two ops (:func:`fxremat.merge.shares_data_only`): nothing there lets
-      different layers' work fuse, and the patch cost time (HF ViT at 0.8: 369 ms against 349,
-      98.8 MiB against 98.2).  Where one is (a mask), min-cut's pairs keep it too: allowed, they
-      measured GPT-2 eager at 0.5 86.5 -> 90.5 MiB, Qwen2 seq 256 57.2 -> 60.9, Qwen2 seq 1024
-      padded 202.4 -> 226.7."""
+      219.0; HF BART, seq 1024, padded, 89.4 -> 82.1)."""
 
     def __init__(self, partitioner: Any, compiler: str, planned: bool = False):
         if compiler not in _COMPILERS:

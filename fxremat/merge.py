@@ -48,7 +48,7 @@ from . import _torch
 from .analysis import primal_gradients
 from .fusion import readers_fusible
 
-__all__ = ["merge_duplicates", "store_shared", "shares_data_only"]
+__all__ = ["merge_duplicates", "store_shared"]
 
 log = logging.getLogger(__name__)
 
@@ -115,29 +115,6 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
         gm.recompile()
         log.debug("fxremat: %d data-only values stored once for their readers", stored)
     return stored
-
-
-def shares_data_only(joint: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozenset[fx.Node],
-                     bw: fx.GraphModule) -> bool:
-    """Whether two or more ops of ``bw``, a backward graph partitioned from ``joint``, read one
-    data-only value (a tensor of more than one element: a mask, a position table), saved by the
-    forward or computed in ``bw`` from such values.  True when ``joint``'s outputs do not pair one
-    gradient with each primal (nothing is known).
-
-    Such a value is what lets Inductor fuse work of different layers into one kernel in a
-    backward (:class:`fxremat.backend._Backend`: recomputations that read the same mask)."""
-    data_only = _data_only(joint.graph, num_fwd_outputs, static_inputs)
-    if data_only is None:
-        return True
-    names = {n.name for n in data_only}
-    here: set[fx.Node] = set()
-    for node in bw.graph.nodes:
-        if node.op == "placeholder":
-            if node.name in names:
-                here.add(node)
-        elif _mergeable(node) and node.all_input_nodes and all(a in here for a in node.all_input_nodes):
-            here.add(node)
-    return any(_readers(n) >= 2 and isinstance(v := n.meta.get("val"), torch.Tensor) and v.numel() > 1 for n in here)
 
 
 def _readers(node: fx.Node) -> int:

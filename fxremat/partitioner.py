@@ -53,7 +53,7 @@ from .linearize import Linearization, linearize
 from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
 from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
-from .merge import merge_duplicates, shares_data_only, store_shared
+from .merge import merge_duplicates, store_shared
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
@@ -175,8 +175,8 @@ def partition(
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         rival = lambda: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo)  # noqa: E731
-        fw, bw, report, min_cuts = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe,
-                                         rival, memo)
+        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
+                               memo)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -192,24 +192,8 @@ def partition(
         return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
     if report.chosen == "min-cut":
-        fw, bw, min_cuts = mc_fw, mc_bw, True
-    fw, bw = _handed_out(fw, bw)
-    if min_cuts:
-        _mark_min_cuts(joint_module, num_fwd_outputs, static_lifetime_input_indices, bw)
-    return fw, bw
-
-
-def _mark_min_cuts(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: list[int] | None,
-                   bw: fx.GraphModule) -> None:
-    """Mark min-cut's backward ``bw`` to be compiled as PyTorch compiles it (without
-    :class:`fxremat.backend._Backend`'s backward patches) when no data-only value (a mask, a
-    position table) is read by two of its ops: such a value is what lets Inductor fuse different
-    layers' recomputations into one kernel, which the patches prevent.  A failure marks nothing."""
-    try:
-        if not shares_data_only(joint, num_fwd_outputs, _static(joint, static_indices), bw):
-            bw.meta[_torch.MIN_CUT_PAIR] = True
-    except Exception as exc:  # noqa: BLE001 - an optional setting: the patched compile is always safe
-        log.debug("fxremat: min-cut's backward keeps fxremat's settings (%s: %s)", type(exc).__name__, exc)
+        return _handed_out(mc_fw, mc_bw)
+    return _handed_out(fw, bw)
 
 
 def _handed_out(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -277,17 +261,12 @@ def _merged_copy(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: li
     Inductor, shared ones stored once (:mod:`fxremat.merge`); ``joint`` itself is what min-cut and
     the fallbacks run on."""
     copy = _torch.copy_joint(joint)
-    static = _static(copy, static_indices)
+    primals = [n for n in copy.graph.nodes if n.op == "placeholder" and _torch.is_primal(n)]
+    static = frozenset(primals[i] for i in (static_indices or []) if i < len(primals))
     merge_duplicates(copy, num_fwd_outputs, static)
     if inductor:
         store_shared(copy, num_fwd_outputs, static)
     return copy
-
-
-def _static(joint: fx.GraphModule, static_indices: list[int] | None) -> frozenset[fx.Node]:
-    """The primals of ``joint`` that AOTAutograd lists as static (parameters, buffers)."""
-    primals = [n for n in joint.graph.nodes if n.op == "placeholder" and _torch.is_primal(n)]
-    return frozenset(primals[i] for i in (static_indices or []) if i < len(primals))
 
 
 class _Rival(NamedTuple):
@@ -346,9 +325,8 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
           rival_of: Callable[[], _Rival | None], memo: _Memo):
-    """The pair to run, its report, and whether the pair is min-cut's.  ``rival_of()``: min-cut's
-    budget candidate, asked for only once a strict budget is known to be met (each of its min-cut
-    runs costs seconds)."""
+    """The pair to run and its report.  ``rival_of()``: min-cut's budget candidate, asked for only
+    once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
     by_name = {n.name: n for n in joint.graph.nodes}
     # Min-cut's saved values are the base plan.  The generator states its own RNG functionalization
@@ -446,14 +424,12 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
                      _size(yielded.timeline.peak_bytes), 1e3 * yielded.step.step_s)
         best = yielded
     chain, plan, saved_names, fw, bw, timeline, step = best
-    min_cuts = False  # True: the pair is min-cut's (its budget candidate runs)
     rival = rival_of()
     if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
             unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
         # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
         # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
         fw, bw, timeline, step = rival.fw, rival.bw, rival.timeline, step_seconds(rival.fw, rival.bw, jg.inductor)
-        min_cuts = True
         chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
@@ -472,7 +448,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             "reaches (%s): running the plan of least predicted peak instead (strict_budget=True makes this an error)",
             options.memory_budget, _size(budget), _size(plans[-1].peak_bytes),
         )
-    return fw, bw, report, min_cuts
+    return fw, bw, report
 
 
 def _size(nbytes: int) -> str:

@@ -374,39 +374,6 @@ def test_dropout_with_min_cut_budget_pair():
     assert_no_random_recompute(recorders)
 
 
-def test_a_min_cut_pair_is_marked_for_pytorchs_backward_settings():
-    """The backward settings fxremat compiles its plans with (no horizontal fusion) are for its
-    recomputed segments: the partitioner marks a backward that min-cut partitioned (here its pair
-    at ``activation_memory_budget=0.5``, which runs at ``memory_budget=0.5``), and only that one."""
-    factory = lambda: (Deep(d=64, n=8, act=F.gelu, dropout=0.2), (x64(),))  # noqa: E731
-    marks = {}
-    for budget in (None, 0.5):
-        config, recorders = recording(Config(f"linear-{budget}", lambda c, b=budget: make_backend("linear", b, compiler=c)))
-        ours = check_hazard(factory, config)
-        (report,) = ours.reports
-        marks[report.reason] = [bool(call.bw.meta.get(_torch.MIN_CUT_PAIR)) for r in recorders for call in r.calls]
-    assert marks == {"lower predicted peak": [False], "min-cut's pair at activation_memory_budget=0.5": [True]}, marks
-
-
-@pytest.mark.parametrize("marked", [False, True])
-def test_backward_patches_skip_min_cuts_backward(monkeypatch, marked):
-    """``_torch._inner_compile`` applies the backward patches to a backward graph unless it carries
-    :data:`fxremat._torch.MIN_CUT_PAIR`; a forward graph never gets them."""
-    import torch._inductor.compile_fx as compile_fx
-
-    default = inductor_config.score_fusion_memory_threshold
-    seen = []
-    monkeypatch.setattr(compile_fx, "compile_fx_inner",
-                        lambda gm, inputs, **kw: seen.append((kw["is_backward"], inductor_config.score_fusion_memory_threshold)))
-    gm = torch.fx.symbolic_trace(nn.Identity())
-    if marked:
-        gm.meta[_torch.MIN_CUT_PAIR] = True
-    for is_backward in (False, True):
-        _torch._inner_compile(gm, [], backward_patches={"score_fusion_memory_threshold": 1 << 62}, local_reuse=False,
-                              is_backward=is_backward)
-    assert seen == [(False, default), (True, default if marked else 1 << 62)]
-
-
 class AttentionDropout(nn.Module):
     """Causal SDPA with ``dropout_p > 0`` (randomness inside a fused attention op) in every layer."""
 

@@ -6,8 +6,7 @@ are merged, each into the first identical node; values derived from parameters, 
 values no attention reads, are left alone; gradients are unchanged.  ``store_shared`` marks each
 data-only value two or more ops read (not constants, not parameter-derived values), the mark is
 the identity, and the memory model then counts the value as stored.  SDPA without dropout is not
-random (no RNG replay wraps it); with dropout it is.  ``shares_data_only`` finds a backward that
-reads one data-only value (saved or rebuilt from saved data-only values) in two ops.
+random (no RNG replay wraps it); with dropout it is.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import fxremat
 from fxremat import _torch
 from fxremat.fusion import fused_values
-from fxremat.merge import merge_duplicates, shares_data_only, store_shared
+from fxremat.merge import merge_duplicates, store_shared
 
 aten = torch.ops.aten
 
@@ -159,36 +158,6 @@ def test_nothing_marked_without_gradient_pairing_or_twice_read_data():
 
     gm = _joint(boolean_twice, x, keep, w)
     assert store_shared(gm, num_fwd_outputs=1) == 0
-
-
-def _backward_reading(joint: fx.GraphModule, name: str, readers: int, rebuilt: bool = False) -> fx.GraphModule:
-    """A backward-like graph whose one saved input is the joint's node ``name``, read by
-    ``readers`` ops (through a copy of it computed in the backward when ``rebuilt``)."""
-    val = next(n for n in joint.graph.nodes if n.name == name).meta["val"]
-    g = fx.Graph()
-    saved = g.placeholder(name)
-    saved.meta["val"] = val
-    tangent = g.placeholder("tangents_1")
-    tangent.meta["val"] = val
-    read = g.call_function(aten.neg.default, (saved,)) if rebuilt else saved
-    read.meta["val"] = val
-    outs = [g.call_function(aten.mul.Tensor, (read, tangent)) for _ in range(readers)]
-    g.output(outs)
-    return fx.GraphModule(torch.nn.Module(), g)
-
-
-def test_a_backward_sharing_a_mask_is_found():
-    x, w = torch.randn(2, 8, 4), torch.randn(4, 4)
-    keep = torch.rand(2, 1, 8) > 0.3
-    gm = _joint(_eager_mask_layers, x, keep, w)
-    mask = next(n for n in gm.graph.nodes if n.target is aten.where.self).name
-    activation = next(n for n in gm.graph.nodes if n.target is aten.bmm.default).name  # depends on w
-    shares = lambda bw, outputs=1: shares_data_only(gm, outputs, frozenset(), bw)  # noqa: E731
-    assert shares(_backward_reading(gm, mask, 2))
-    assert shares(_backward_reading(gm, mask, 2, rebuilt=True)), "rebuilt from a saved mask: still data-only"
-    assert not shares(_backward_reading(gm, mask, 1))
-    assert not shares(_backward_reading(gm, activation, 3)), "an activation is not data-only"
-    assert shares(_backward_reading(gm, activation, 1), outputs=2), "no gradient pairing: nothing known"
 
 
 class _EagerMaskAttention(torch.nn.Module):
