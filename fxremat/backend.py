@@ -98,7 +98,12 @@ class _Backend:
       backward, holding both layers' buffers (2026-12-02, with the merged masks of
       :mod:`fxremat.merge`: HF Qwen2, seq 1024, padded, 112.2 -> 96.3 MiB, predicted 96.3;
       HF Llama, seq 2048, 240.7 -> 201.1, predicted 201.1; HF T5, seq 1024, padded, 266.2 ->
-      219.0; HF BART, seq 1024, padded, 89.4 -> 82.1)."""
+      219.0; HF BART, seq 1024, padded, 89.4 -> 82.1).  Still needed on 2026-12-03 (least-peak
+      plans, horizontal fusion allowed: HF GPT-2 eager 50.7 -> 54.6 MiB, BERT 59.4 -> 63.4, T5
+      seq 256 46.5 -> 49.0, ConvNeXt 49.3 -> 54.0; step times within 2%).  Also applied to
+      min-cut's pairs when a budget runs one: allowing fusion there was a trade (HF ViT at 0.8:
+      98.2 MiB in 349 ms against 98.8 in 369; ConvNeXt at 0.5: 74.7 MiB against 72.3 and slower;
+      Qwen2 seq 1024 at 0.5: 226.7 against 202.4), docs/results.md."""
 
     def __init__(self, partitioner: Any, compiler: str, planned: bool = False):
         if compiler not in _COMPILERS:
