@@ -101,6 +101,11 @@ def storage_key(t: torch.Tensor) -> object:
     return StorageWeakRef(t.untyped_storage())
 
 
+def storage_keys(node: fx.Node) -> list[object]:
+    """:func:`storage_key` of each tensor in ``node.meta["val"]``."""
+    return [storage_key(t) for t in tensors_in(node.meta.get("val"))]
+
+
 def storage_nbytes(t: torch.Tensor) -> int:
     return hint(t.untyped_storage().nbytes())
 

@@ -96,7 +96,7 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
         return 0
     graph, stored = gm.graph, 0
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
-    own = lambda n: frozenset(_torch.storage_key(t) for t in _torch.tensors_in(n.meta.get("val")))  # noqa: E731
+    own = lambda n: frozenset(_torch.storage_keys(n))  # noqa: E731
     for node in list(graph.nodes):
         val = node.meta.get("val")
         if (node.op == "placeholder" or node not in data_only or not _torch.inductor_pointwise(node)

@@ -101,10 +101,6 @@ def machine_of(graph: fx.Graph) -> Machine:
     return MACHINES["cpu"]
 
 
-def _storage_keys(node: fx.Node) -> list[object]:
-    return [_torch.storage_key(t) for t in _torch.tensors_in(node.meta.get("val"))]
-
-
 def _nbytes(node: fx.Node) -> int:
     return sum(_torch.hint(t.numel()) * t.element_size() for t in _torch.tensors_in(node.meta.get("val")))
 
@@ -162,6 +158,6 @@ def step_seconds(fw: fx.GraphModule, bw: fx.GraphModule, inductor: bool) -> Step
 
     def total(gm: fx.GraphModule) -> float:
         fused = fused_in(gm.graph) if inductor else frozenset()
-        return sum(graph_seconds(gm.graph, fused, _storage_keys, machine).values())
+        return sum(graph_seconds(gm.graph, fused, _torch.storage_keys, machine).values())
 
     return StepEstimate(total(fw), total(bw))
