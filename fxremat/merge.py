@@ -1,5 +1,6 @@
-"""Attention masks computed once per graph, not once per layer: duplicates merged, and under
-Inductor stored once rather than recomputed inside every layer's kernels.
+"""Duplicates: attention masks computed once per graph, not once per layer (merged, and under
+Inductor stored once rather than recomputed inside every layer's kernels), and the backward's own
+copies of saved forward values read from the saved value.
 
 HF models convert one boolean attention mask into a float mask inside every layer (eight
 identical ``where(mask, 0, -inf)`` nodes for eight layers) and hand each to SDPA.  Inductor's SDPA
@@ -34,21 +35,30 @@ so it changes no value, no gradient and no plan's saved set; it runs only on joi
 by Inductor.  Integer and boolean values (position ids, boolean masks) are left to Inductor:
 marked, HF BART's at sequence 1024 measured 74.1 MiB instead of 69.6 (2026-12-03); a value an
 extern kernel reads (an SDPA mask) is stored by Inductor anyway.
+
+Invariant of :func:`reading_saved_twins`: for one extraction, a backward node (or a forward node
+only the backward needs) that reads a forward value's copy reads the value itself instead, only
+where the value is saved and both are the same pure, deterministic call on the same (or twin)
+arguments (:func:`forward_twins`); the joint graph is left as it was on exit.  The chain model and
+the forward graph are unchanged; the backward recomputes less and saves what min-cut's plan saves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+import operator
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
 
 import torch
 import torch.fx as fx
 
 from . import _torch
-from .analysis import primal_gradients
+from .analysis import JointGraph, Role, primal_gradients
 from .fusion import readers_fusible
 
-__all__ = ["merge_duplicates", "store_shared"]
+__all__ = ["merge_duplicates", "store_shared", "forward_twins", "reading_saved_twins"]
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +127,52 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
     return stored
 
 
+def forward_twins(jg: JointGraph) -> Mapping[fx.Node, fx.Node]:
+    """Each forward node of the joint graph that computes what an earlier forward node computes
+    (the same pure, deterministic call, or ``getitem``, on the same or twin arguments), mapped to
+    that earlier node.  Nothing is merged here: see :func:`reading_saved_twins`."""
+    canon: dict[fx.Node, fx.Node] = {}
+    first: dict[Any, fx.Node] = {}
+    for node in jg.module.graph.nodes:
+        if jg.facts[node].role is not Role.FORWARD or _torch.is_random(node) or not (
+                node.target is operator.getitem or _mergeable(node)):
+            continue
+        key = _key(node, canon)
+        if key is not None and first.setdefault(key, node) is not node:
+            canon[node] = first[key]
+    return MappingProxyType(canon)
+
+
+@contextlib.contextmanager
+def reading_saved_twins(jg: JointGraph, twins: Mapping[fx.Node, fx.Node], saved: Iterable[fx.Node]):
+    """While open, the joint graph's backward reads each twin (:func:`forward_twins`) that is in
+    ``saved`` instead of the backward's own copy of it; on exit every edited node reads what it
+    read before.  Extract a pair inside it.
+
+    The joint graph's backward recomputes forward values of its own: Inductor's layer-norm
+    backward normalizes its input again, ``(x - mean) * rstd``.  PyTorch's min-cut merges such
+    copies into the forward's by CSE before it partitions; fxremat plans on a copy that keeps them
+    (merging them all changed the chain model: HF ViT at budget 0.6 ran 6% slower, 2026-12-03).
+    With the forward's normalized value saved, extraction would save it for nothing and rebuild
+    the copy from the layer's input and statistics (its ``addmm`` and ``var_mean``): HF BERT at
+    sequence 512 with nothing recomputed re-ran 13 ``var_mean`` and 12 ``addmm`` (2026-12-03).
+    Users computed in the forward keep their copy (the forward the chain model counts)."""
+    saved = set(saved)
+    forward = set(jg.forward)
+    edited: dict[fx.Node, tuple[Any, Any]] = {}
+    try:
+        for node, twin in twins.items():
+            if twin not in saved:
+                continue
+            for user in [u for u in node.users if u not in forward]:
+                edited.setdefault(user, (user.args, user.kwargs))
+                user.replace_input_with(node, twin)
+        yield len(edited)
+    finally:
+        for user, (args, kwargs) in edited.items():
+            user.args, user.kwargs = args, kwargs
+
+
 def _readers(node: fx.Node) -> int:
     """How many ops read ``node``, looking through views (an output counts as none)."""
     return sum(_readers(u) if getattr(u.target, "is_view", False) else int(u.op == "call_function")
@@ -162,21 +218,22 @@ def _mergeable(node: fx.Node) -> bool:
     return target.namespace in ("aten", "prims") and not _torch.is_impure(node)
 
 
-def _key(node: fx.Node) -> Any:
-    """A hashable identity of the call (``None``: an argument that cannot be compared safely)."""
+def _key(node: fx.Node, canon: Mapping[fx.Node, fx.Node] = MappingProxyType({})) -> Any:
+    """A hashable identity of the call, reading each argument as ``canon`` maps it (``None``: an
+    argument that cannot be compared safely)."""
     try:
-        key = (node.target, _frozen(node.args), _frozen(tuple(sorted(node.kwargs.items()))))
+        key = (node.target, _frozen(node.args, canon), _frozen(tuple(sorted(node.kwargs.items())), canon))
         hash(key)
     except TypeError:
         return None
     return key
 
 
-def _frozen(value: Any) -> Any:
+def _frozen(value: Any, canon: Mapping[fx.Node, fx.Node]) -> Any:
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_frozen(v) for v in value))
+        return (type(value).__name__, tuple(_frozen(v, canon) for v in value))
     if isinstance(value, fx.Node):
-        return ("node", value)
+        return ("node", canon.get(value, value))
     if isinstance(value, float) and value != value:  # NaN never equals itself
         return ("nan",)
     if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):

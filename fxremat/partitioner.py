@@ -42,7 +42,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import torch.fx as fx
 
@@ -53,7 +53,7 @@ from .linearize import Linearization, linearize
 from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
 from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
-from .merge import merge_duplicates, store_shared
+from .merge import forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
@@ -341,6 +341,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     base_tensors = [n for n in base if not _torch.is_sym_node(n)]
     sym = list(dict.fromkeys([n for n in jg.forward if _torch.is_sym_node(n)] + [n for n in base if _torch.is_sym_node(n)]))
     always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]  # saved by every plan
+    twins = forward_twins(jg)  # the backward's own copies of forward values (min-cut CSEs them)
 
     # The chain that counts the always-saved values in every segment is the faithful one (and the
     # only one a budget is checked against).  The least-peak candidates also include the plan of
@@ -357,7 +358,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
         key = ("always" if lin_ is lin else "last", plan.checkpoints)  # the same on every call (memo)
         if key not in memo.extracted:
-            memo.extracted[key] = _extract(jg, lin_, plan, base_tensors, sym)
+            memo.extracted[key] = _extract(jg, lin_, plan, base_tensors, sym, twins)
         return _Candidate(chain or lin_.chain, plan, *memo.extracted[key])
 
     def least_peak_plan(chain: Chain) -> Plan:
@@ -483,13 +484,14 @@ class _Candidate(NamedTuple):
 
 
 def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node],
-             sym: list[fx.Node]) -> _Extracted:
+             sym: list[fx.Node], twins: Mapping[fx.Node, fx.Node]) -> _Extracted:
     """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan of
     ``lin``'s chain (or of its activation chain, for a budget: the same stages)."""
     saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
-    fw, bw = _torch.extract_fwd_bwd(
-        jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
-    )
+    with reading_saved_twins(jg, twins, saved):
+        fw, bw = _torch.extract_fwd_bwd(
+            jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
+        )
     bw = recompute_just_in_time(bw, jg, held={n.name for n in base_tensors} if REBUILD_NEAR_USE else None)
     if jg.inductor:
         accumulate_into_addend(bw)  # first: the add it removes is then no addmm to keep apart

@@ -11,7 +11,11 @@ random (no RNG replay wraps it); with dropout it is.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import unittest.mock
+
+import pytest
 
 import torch
 import torch.fx as fx
@@ -21,7 +25,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import fxremat
 from fxremat import _torch
 from fxremat.fusion import fused_values
-from fxremat.merge import merge_duplicates, store_shared
+from fxremat.analysis import analyze
+from fxremat.merge import forward_twins, merge_duplicates, reading_saved_twins, store_shared
+from fxremat.partitioner import partition
 
 aten = torch.ops.aten
 
@@ -194,3 +200,69 @@ def test_stored_mask_trains_like_eager_through_inductor():
     assert seen == [1], "the forward handed to Inductor stores the mask once"
     for got, want in zip((p.grad for p in model.parameters()), expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ saved twins
+
+
+def _twin_joint() -> fx.GraphModule:
+    """A joint-like graph whose backward computes ``sin(x)`` again (``sin_1``) and reads it twice."""
+    def joint(primals_1, tangents_1):
+        y = primals_1.sin()
+        again = primals_1.sin()
+        return y, again * tangents_1 + again
+
+    gm = make_fx(joint, tracing_mode="fake")(torch.randn(4), torch.randn(4))
+    for node, name in zip(gm.graph.find_nodes(op="placeholder"), ("primals_1", "tangents_1")):
+        node.name = node.target = name
+    gm.recompile()
+    return gm
+
+
+def test_backward_reads_a_saved_twin_only_inside_the_context():
+    """``forward_twins`` maps the backward's copy to the forward's node; inside
+    ``reading_saved_twins`` with the twin saved, the backward reads the twin (the copy has no
+    reader); outside, and with the twin not saved, the graph is what it was."""
+    gm = _twin_joint()
+    jg = analyze(gm, num_fwd_outputs=1)
+    by_name = {n.name: n for n in gm.graph.nodes}
+    twins = forward_twins(jg)
+    assert {a.name: b.name for a, b in twins.items()} == {"sin_1": "sin"}
+    before = str(gm.graph)
+    with reading_saved_twins(jg, twins, []) as edited:
+        assert edited == 0 and str(gm.graph) == before
+    with reading_saved_twins(jg, twins, [by_name["sin"]]) as edited:
+        assert edited == 2  # the mul and the add
+        assert not by_name["sin_1"].users and len(by_name["sin"].users) == 3
+    assert str(gm.graph) == before
+    assert [u.name for u in by_name["sin_1"].users] == ["mul", "add"]
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_layer_norm_backward_reads_its_saved_twins():
+    """Inductor's layer-norm backward normalizes its input again (``(x - mean) * rstd``; min-cut's
+    CSE merges that copy into the forward's, fxremat's joint copy keeps it).  On a tiny HF BERT
+    with nothing recomputed (``memory_budget=1.0``), fxremat's backward must read the saved
+    normalized value, not rebuild the layer's input and statistics: no forward ``var_mean`` and no
+    forward matmul in the backward; every value the forward saves is read; gradients as eager's."""
+    from bench.hf_models import make_hf_case
+    from fuzz_models import force_fxremat_plan
+    from test_inductor_replay import inductor_mode_backend
+
+    case = make_hf_case("bert", "tiny", mask=True, dropout=0.0)
+    eager, compiled = case.build(), case.build()
+    calls: list = []
+    pf = functools.partial(partition, options=fxremat.Options(memory_budget=1.0))
+    with force_fxremat_plan():
+        torch.compile(compiled.module, backend=inductor_mode_backend(pf, calls))(*compiled.inputs).backward()
+    eager.module(*eager.inputs).backward()
+    for p, q in zip(eager.module.parameters(), compiled.module.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5)
+    ((fw, bw, _),) = calls
+    assert fxremat.last_reports()[-1].plan.checkpoints == ()
+    forward_names = {node.name for node in fw.graph.nodes}
+    rebuilt = [node.name for node in bw.graph.nodes if node.op == "call_function" and node.name in forward_names
+               and node.target in (aten.var_mean.correction, aten.addmm.default, aten.mm.default)]
+    assert not rebuilt
+    assert all(node.users for node in bw.graph.nodes if node.op == "placeholder"
+               and not _torch.is_tangent(node) and not _torch.is_sym_node(node))
