@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import operator
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -58,7 +59,7 @@ from . import _torch
 from .analysis import JointGraph, Role, primal_gradients
 from .fusion import readers_fusible
 
-__all__ = ["merge_duplicates", "store_shared", "forward_twins", "reading_saved_twins"]
+__all__ = ["merge_duplicates", "store_shared", "Twin", "forward_twins", "reading_saved_twins"]
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +128,20 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
     return stored
 
 
-def forward_twins(jg: JointGraph) -> Mapping[fx.Node, fx.Node]:
+@dataclass(frozen=True)
+class Twin:
+    """A forward value the joint graph's backward computes again: ``copy`` computes what ``of``
+    computes; ``readers`` are the copy's readers outside the forward (the forward keeps its own)."""
+
+    copy: fx.Node
+    of: fx.Node
+    readers: tuple[fx.Node, ...]
+
+
+def forward_twins(jg: JointGraph) -> tuple[Twin, ...]:
     """Each forward node of the joint graph that computes what an earlier forward node computes
-    (the same pure, deterministic call, or ``getitem``, on the same or twin arguments), mapped to
-    that earlier node.  Nothing is merged here: see :func:`reading_saved_twins`."""
+    (the same pure, deterministic call, or ``getitem``, on the same or twin arguments) and that a
+    node outside the forward reads.  Nothing is merged here: see :func:`reading_saved_twins`."""
     canon: dict[fx.Node, fx.Node] = {}
     first: dict[Any, fx.Node] = {}
     for node in jg.module.graph.nodes:
@@ -140,14 +151,16 @@ def forward_twins(jg: JointGraph) -> Mapping[fx.Node, fx.Node]:
         key = _key(node, canon)
         if key is not None and first.setdefault(key, node) is not node:
             canon[node] = first[key]
-    return MappingProxyType(canon)
+    forward = set(jg.forward)
+    twins = ((copy, of, tuple(u for u in copy.users if u not in forward)) for copy, of in canon.items())
+    return tuple(Twin(copy, of, readers) for copy, of, readers in twins if readers)
 
 
 @contextlib.contextmanager
-def reading_saved_twins(jg: JointGraph, twins: Mapping[fx.Node, fx.Node], saved: Iterable[fx.Node]):
-    """While open, the joint graph's backward reads each twin (:func:`forward_twins`) that is in
-    ``saved`` instead of the backward's own copy of it; on exit every edited node reads what it
-    read before.  Extract a pair inside it.
+def reading_saved_twins(twins: Iterable[Twin], saved: Iterable[fx.Node]):
+    """While open, each twin's readers (:func:`forward_twins`) read the forward's value instead
+    of the copy where that value is in ``saved``; on exit every edited node reads what it read
+    before.  Extract a pair inside it.
 
     The joint graph's backward recomputes forward values of its own: Inductor's layer-norm
     backward normalizes its input again, ``(x - mean) * rstd``.  PyTorch's min-cut merges such
@@ -156,17 +169,15 @@ def reading_saved_twins(jg: JointGraph, twins: Mapping[fx.Node, fx.Node], saved:
     With the forward's normalized value saved, extraction would save it for nothing and rebuild
     the copy from the layer's input and statistics (its ``addmm`` and ``var_mean``): HF BERT at
     sequence 512 with nothing recomputed re-ran 13 ``var_mean`` and 12 ``addmm`` (2026-12-03).
-    Users computed in the forward keep their copy (the forward the chain model counts)."""
+    Readers computed in the forward keep their copy (the forward the chain model counts)."""
     saved = set(saved)
-    forward = set(jg.forward)
     edited: dict[fx.Node, tuple[Any, Any]] = {}
     try:
-        for node, twin in twins.items():
-            if twin not in saved:
-                continue
-            for user in [u for u in node.users if u not in forward]:
-                edited.setdefault(user, (user.args, user.kwargs))
-                user.replace_input_with(node, twin)
+        for twin in twins:
+            if twin.of in saved:
+                for user in twin.readers:
+                    edited.setdefault(user, (user.args, user.kwargs))
+                    user.replace_input_with(twin.copy, twin.of)
         yield len(edited)
     finally:
         for user, (args, kwargs) in edited.items():

@@ -42,7 +42,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch.fx as fx
 
@@ -53,7 +53,7 @@ from .linearize import Linearization, linearize
 from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
 from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
-from .merge import forward_twins, merge_duplicates, reading_saved_twins, store_shared
+from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
 from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
@@ -484,11 +484,11 @@ class _Candidate(NamedTuple):
 
 
 def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node],
-             sym: list[fx.Node], twins: Mapping[fx.Node, fx.Node]) -> _Extracted:
+             sym: list[fx.Node], twins: tuple[Twin, ...]) -> _Extracted:
     """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan of
     ``lin``'s chain (or of its activation chain, for a budget: the same stages)."""
     saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
-    with reading_saved_twins(jg, twins, saved):
+    with reading_saved_twins(twins, saved):
         fw, bw = _torch.extract_fwd_bwd(
             jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
         )

@@ -1,17 +1,20 @@
-"""``merge.merge_duplicates``, ``merge.store_shared`` and ``_torch.is_random``: the joint-graph
-facts that keep one attention mask per graph under Inductor.
+"""``merge.merge_duplicates``, ``merge.store_shared``, ``_torch.is_random`` and the saved twins
+(``merge.forward_twins``, ``merge.reading_saved_twins``): the joint-graph facts that keep one
+attention mask per graph under Inductor and keep the backward from rebuilding saved values.
 
 Invariants: only data-only values an SDPA call reads as its mask (and their data-only ancestors)
 are merged, each into the first identical node; values derived from parameters, and data-only
 values no attention reads, are left alone; gradients are unchanged.  ``store_shared`` marks each
 data-only value two or more ops read (not constants, not parameter-derived values), the mark is
 the identity, and the memory model then counts the value as stored.  SDPA without dropout is not
-random (no RNG replay wraps it); with dropout it is.
+random (no RNG replay wraps it); with dropout it is.  A backward copy of a forward value reads
+the value only while the context is open and only where the value is saved (the joint graph is
+restored on exit); on a tiny HF BERT with nothing recomputed the backward rebuilds no layer's
+statistics or matmul and reads every value the forward saves.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import unittest.mock
 
@@ -227,11 +230,11 @@ def test_backward_reads_a_saved_twin_only_inside_the_context():
     jg = analyze(gm, num_fwd_outputs=1)
     by_name = {n.name: n for n in gm.graph.nodes}
     twins = forward_twins(jg)
-    assert {a.name: b.name for a, b in twins.items()} == {"sin_1": "sin"}
+    assert [(t.copy.name, t.of.name, [u.name for u in t.readers]) for t in twins] == [("sin_1", "sin", ["mul", "add"])]
     before = str(gm.graph)
-    with reading_saved_twins(jg, twins, []) as edited:
+    with reading_saved_twins(twins, []) as edited:
         assert edited == 0 and str(gm.graph) == before
-    with reading_saved_twins(jg, twins, [by_name["sin"]]) as edited:
+    with reading_saved_twins(twins, [by_name["sin"]]) as edited:
         assert edited == 2  # the mul and the add
         assert not by_name["sin_1"].users and len(by_name["sin"].users) == 3
     assert str(gm.graph) == before
