@@ -9,7 +9,7 @@ process on its own copy of the model (same seed), through Inductor.  Its peak is
 allocator peak of one step (:func:`fxremat.profiling.measure_peak`); its step time is the median of
 ``--rounds`` steps taken interleaved with every other contender's, in an order that rotates each
 round (as :mod:`bench.interleaved`), so a busy machine slows all alike.  fxremat's points are its
-least-peak plan and its plans at ``memory_budget`` fractions (:data:`FXREMAT_POINTS`).
+least-peak plan and its plans at ``memory_budget`` fractions (:data:`FXREMAT_POINTS`, or ``--budgets``).
 
 Writes ``dominance.json`` (every step time), ``dominance.md`` (one table per case: each reference
 point, the fxremat point that dominates it, or the nearest miss) and, with matplotlib,
@@ -47,10 +47,10 @@ NOISE = 0.03  # measured medians closer than this (a fraction) are not ordered (
 MIB = 2**20
 
 
-def _contenders(case: Any) -> list[C.Contender]:
+def _contenders(case: Any, budgets: tuple[float | None, ...] = FXREMAT_POINTS) -> list[C.Contender]:
     out = [C.Contender(f"min-cut@{b}", "min-cut", "inductor", b) for b in MIN_CUT_POINTS]
     out.append(C.Contender("hf-ckpt", "hf-ckpt", "inductor"))
-    out += [C.Contender("fxremat" if b is None else f"fxremat@{b}", "fxremat", "inductor", b) for b in FXREMAT_POINTS]
+    out += [C.Contender("fxremat" if b is None else f"fxremat@{b}", "fxremat", "inductor", b) for b in budgets]
     return [c for c in out if c.static_skip(case) is None]
 
 
@@ -92,9 +92,9 @@ def _peak(built: Any, step: Any) -> int:
     return measure_peak(step, device="cpu").peak_bytes
 
 
-def measure_case(case: Any, rounds: int) -> dict[str, Any]:
+def measure_case(case: Any, rounds: int, budgets: tuple[float | None, ...] = FXREMAT_POINTS) -> dict[str, Any]:
     steppers, peaks, errors, predicted = {}, {}, {}, {}
-    for c in _contenders(case):
+    for c in _contenders(case, budgets):
         try:
             fxremat.last_reports(clear=True)
             built, step, recorder = _prepare(case, c)
@@ -223,9 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="the tiny configs of python -m bench.real --quick")
     p.add_argument("--out", default="bench-out/dominance", help="output directory")
+    p.add_argument("--budgets", default=None,
+                   help="fxremat's points: comma-separated memory_budget fractions, 'least' for the least-peak "
+                        "plan (default: " + ",".join("least" if b is None else str(b) for b in FXREMAT_POINTS) + ")")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    try:
+        budgets = FXREMAT_POINTS if args.budgets is None else tuple(
+            None if b.strip() == "least" else float(b) for b in args.budgets.split(",") if b.strip())
+    except ValueError:
+        p.error(f"--budgets: fractions or 'least', got {args.budgets!r}")
+    if any(b is not None and not 0.0 < b <= 1.0 for b in budgets):
+        p.error(f"--budgets: fractions in (0, 1], got {args.budgets!r}")
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -241,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
            "time_slack": TIME_SLACK, "cases": {}}
     doc["machine"]["command"] = " ".join(["python", "-m", "bench.dominance", *(argv if argv is not None else sys.argv[1:])])
     tables = []
-    with no_caches(), _recompile_limit(4 * (len(MIN_CUT_POINTS) + len(FXREMAT_POINTS) + 1)):
+    with no_caches(), _recompile_limit(4 * (len(MIN_CUT_POINTS) + len(budgets) + 1)):
         for case in cases:
-            result = measure_case(case, args.rounds)
+            result = measure_case(case, args.rounds, budgets)
             doc["cases"][case.label] = result
             points = [Point(**p) for p in result["points"]]
             tables.append(_table(case.label, points, result["predicted"]))

@@ -16,15 +16,18 @@ Invariants:
   warning naming the reason (to ``default_partition``, which saves instead of recomputing, when
   min-cut's pair is unsafe); only user errors (a budget no plan meets, with ``strict_budget``)
   propagate;
-* budgets are monotone: with a budget the pair run is the one of least predicted peak among
-  min-cut's (if safe) and the solver's plans from no recomputation down to its plan for the budget
-  (:func:`~fxremat.solvers.curve`), so a lower budget, which only adds plans, never predicts a
-  higher peak; a budget no plan meets is best effort (every plan of the curve and the least-peak
-  plans are candidates) with one warning, unless ``strict_budget``; with a fraction ``f`` below 1,
-  min-cut's own pairs at ``activation_memory_budget=f`` and at each fraction of ``RIVAL_GRID``
-  above ``f`` are candidates when safe and recomputing no random op (so fxremat at ``f`` never
-  predicts more than min-cut at ``f``, and a lower fraction keeps every pair of a higher grid
-  fraction: monotone on the grid);
+* budgets are monotone: with a budget in bytes the pair run is the one of least predicted peak
+  among min-cut's (if safe) and the solver's plans from no recomputation down to its plan for the
+  budget (:func:`~fxremat.solvers.curve`), so a lower budget, which only adds plans, never predicts
+  a higher peak; a budget no plan meets is best effort (every plan of the curve and the least-peak
+  plans are candidates, and min-cut's pairs below) with one warning, unless ``strict_budget``;
+* with a fraction ``f`` below 1, min-cut's pairs at ``activation_memory_budget=f`` and at each
+  fraction of ``RIVAL_GRID`` above ``f`` are candidates too, each replaced, where it is unsafe, by
+  fxremat's pair for its saved set made safe; where ``f`` is met, the pair run is the *fastest*
+  (the time model; estimates within ``CLEARLY_FASTER`` count as ties, won by the lower peak) of
+  the candidates predicted within the budget (in replayed bytes) and no higher than min-cut's
+  least pair at ``f``; the grid fractions above ``f`` are decided first, each capping the next, so
+  a lower fraction never predicts a higher peak (monotone on the grid);
 * partition calls on one joint graph (a budget sweep) share a memo of min-cut's
   pairs and of the pairs extracted for fxremat's plans, which dies with the graph; every pair
   returned is a copy, so nothing memoized is ever edited by AOTAutograd or Inductor;
@@ -174,7 +177,7 @@ def partition(
         jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
-        rival = lambda: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo)  # noqa: E731
+        rival = lambda rebuild: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo, rebuild)  # noqa: E731
         fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
                                memo)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
@@ -224,7 +227,7 @@ class _Memo:
         self.key = key
         self.min_cuts: dict[float | None, tuple[fx.GraphModule, fx.GraphModule]] = {}
         self.rivals: dict[float, _Rival | None] = {}
-        self.extracted: dict[tuple[str, tuple[int, ...]], _Extracted] = {}
+        self.extracted: dict[tuple[str, tuple], _Extracted] = {}  # by plan (chain, checkpoints) or saved names
 
     def min_cut(self, joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
                 fraction: float | None) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -270,11 +273,25 @@ def _merged_copy(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: li
 
 
 class _Rival(NamedTuple):
-    """Min-cut's pair at ``activation_memory_budget`` = the user's fraction: a budget candidate."""
+    """Min-cut's pair at ``activation_memory_budget`` = a fraction: a budget candidate (``rebuilt``:
+    the pair fxremat extracted for min-cut's saved set, made safe, because min-cut's own is not)."""
 
     fw: fx.GraphModule
     bw: fx.GraphModule
     timeline: Timeline
+    step: StepEstimate
+    fraction: float
+    rebuilt: str | None = None  # why min-cut's own pair could not run (None: it is min-cut's own)
+
+    @property
+    def reason(self) -> str:
+        if self.rebuilt:
+            return f"min-cut's saved set at activation_memory_budget={self.fraction!r}, made safe (min-cut {self.rebuilt})"
+        return f"min-cut's pair at activation_memory_budget={self.fraction!r}"
+
+
+# fxremat's pair for a saved set given by name (None: not one fxremat can extract): see _min_cut_pair.
+Rebuild = Callable[[list[str]], "tuple[fx.GraphModule, fx.GraphModule, Timeline, StepEstimate] | None"]
 
 
 # Min-cut's fractions tried as budget candidates above the user's own: a lower budget then has
@@ -283,40 +300,54 @@ RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 
 
 def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
-                         options: Options, memo: _Memo) -> _Rival | None:
-    """With ``memory_budget`` a fraction ``f`` below 1: of min-cut's pairs at
-    ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` above ``f``,
-    the safe one of least predicted peak; None if none is safe (never raises).
+                         options: Options, memo: _Memo, rebuild: Rebuild) -> list[_Rival]:
+    """With ``memory_budget`` a fraction ``f`` below 1: min-cut's pairs at
+    ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` above ``f``
+    (each made safe where it is not, see :func:`_min_cut_pair`), highest fraction first; empty
+    otherwise (never raises).
 
     The two fractions measure different things (fxremat's: of the activation chain's peak without
     recomputation; min-cut's: of its saved bytes), so a user comparing the knobs at one value could
-    find min-cut's lower.  Its pair is one more candidate, run only if its predicted peak is lower
-    than every fxremat plan's.  A pair is rejected when :func:`~fxremat.saved.min_cut_hazards` finds
-    anything (a random op it would recompute among them: min-cut does not replay RNG state).  The
-    grid keeps budgets monotone: without it, min-cut's pair at 0.4 could be chosen at 0.4 and be
-    missing at 0.3 (a transformer predicted 2.75 MiB at 0.4 and 2.88 at 0.3, 2026-12-02)."""
+    find min-cut's lower or faster: its pairs are candidates like fxremat's own plans.  The grid
+    keeps budgets monotone: without it, min-cut's pair at 0.4 could be chosen at 0.4 and be missing
+    at 0.3 (a transformer predicted 2.75 MiB at 0.4 and 2.88 at 0.3, 2026-12-02)."""
     fraction = options.memory_budget
     if not isinstance(fraction, float) or fraction >= 1.0:
-        return None
-    best: _Rival | None = None
-    for f in sorted({fraction, *(g for g in RIVAL_GRID if g > fraction)}):
+        return []
+    out = []
+    for f in sorted({fraction, *(g for g in RIVAL_GRID if g > fraction)}, reverse=True):
         if f not in memo.rivals:
-            memo.rivals[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f, memo)
-        rival = memo.rivals[f]
-        if rival is not None and (best is None or rival.timeline.peak_bytes < best.timeline.peak_bytes):
-            best = rival
-    return best
+            memo.rivals[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f, memo, rebuild)
+        if memo.rivals[f] is not None:
+            out.append(memo.rivals[f])
+    return out
 
 
 def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
-                  fraction: float, memo: _Memo) -> _Rival | None:
+                  fraction: float, memo: _Memo, rebuild: Rebuild) -> _Rival | None:
+    """Min-cut's pair at ``fraction`` as a candidate.  Where :func:`~fxremat.saved.min_cut_hazards`
+    finds anything (it would save a caller-visible input, recompute a random op without replaying
+    its RNG state, or recompute a banned node), the candidate is fxremat's own pair for min-cut's
+    saved set instead, completed as every plan of fxremat's is (``rebuild``: the first value past a
+    caller-visible one saved instead of it, random ops replayed, banned values saved).  min-cut's
+    budget pairs keep the layers' cheap values out of the saved set, which fxremat's curve, built
+    on min-cut's default saved set, does not: on HF BERT and ConvNeXt every one of them is unsafe
+    for one caller-visible input alone, and made safe they predict less than fxremat's plans at
+    the same fraction for no more time (ConvNeXt 160 px at 0.8: 72.3 MiB against 99.8)."""
     try:
         fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
-        if why:
+        if not why:
+            return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor), step_seconds(fw, bw, jg.inductor),
+                          fraction)
+        names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
+        rebuilt = rebuild(names)
+        if rebuilt is None:
             log.info("fxremat: min-cut at activation_memory_budget=%r is not a candidate: %s", fraction, why[0])
             return None
-        return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor))
+        log.debug("fxremat: min-cut at activation_memory_budget=%r %s: its saved set made safe is the candidate",
+                  fraction, why[0])
+        return _Rival(*rebuilt, fraction, why[0])
     except Exception as exc:  # noqa: BLE001 - an optional candidate: its failure changes nothing
         log.info("fxremat: min-cut at activation_memory_budget=%r failed (%s: %s): not a candidate",
                  fraction, type(exc).__name__, exc)
@@ -324,9 +355,9 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
 
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
-          rival_of: Callable[[], _Rival | None], memo: _Memo):
-    """The pair to run and its report.  ``rival_of()``: min-cut's budget candidate, asked for only
-    once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
+          rivals_of: Callable[[Rebuild], list[_Rival]], memo: _Memo):
+    """The pair to run and its report.  ``rivals_of(rebuild)``: min-cut's budget candidates, asked
+    for only once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
     by_name = {n.name: n for n in joint.graph.nodes}
     # Min-cut's saved values are the base plan.  The generator states its own RNG functionalization
@@ -358,15 +389,32 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
         key = ("always" if lin_ is lin else "last", plan.checkpoints)  # the same on every call (memo)
         if key not in memo.extracted:
-            memo.extracted[key] = _extract(jg, lin_, plan, base_tensors, sym, twins)
+            saved = close_over_bans(jg, lin_.saved_values(plan.checkpoints, base_tensors))
+            memo.extracted[key] = _extract(jg, saved, sym, twins, base_tensors)
         return _Candidate(chain or lin_.chain, plan, *memo.extracted[key])
+
+    def rebuild(names: list[str]) -> tuple[fx.GraphModule, fx.GraphModule, Timeline, StepEstimate] | None:
+        if any(name not in by_name for name in names):  # a value of the joint graph fxremat merged away
+            return None
+        tensors = [by_name[name] for name in names if not _torch.is_sym_node(by_name[name])]
+        key = ("saved", tuple(names))
+        if key not in memo.extracted:
+            memo.extracted[key] = _extract(jg, close_over_bans(jg, tensors), sym, twins, base_tensors)
+        return memo.extracted[key][1:5]
 
     def least_peak_plan(chain: Chain) -> Plan:
         # Least peak, then the least level of the stages that do not force it (a loss head must
         # not let every layer segment rise to its level), then least recomputation.
         return solve(chain) if options.solver == "chen" else spare_dominant(chain, solve)
 
+    least_peak_candidates: list[_Candidate] = []
+
     def least_peak() -> list[_Candidate]:
+        if not least_peak_candidates:
+            least_peak_candidates.extend(_least_peak())
+        return least_peak_candidates
+
+    def _least_peak() -> list[_Candidate]:
         out = [evaluate(lin, least_peak_plan(lin.chain))]
         if options.solver != "chen":  # the loss head's model is the least sure: let the replay judge
             for keep in DISCOUNTS:
@@ -387,6 +435,27 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             out.append(evaluate(lin, make_plan(lin.chain, lean.checkpoints)))
         return out
 
+    def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
+        """Of fxremat's candidates at ``fraction`` (met) and min-cut's pairs at it and above, the
+        fastest (by the time model) predicted within the fraction's budget, within ``cap`` and no
+        higher than min-cut's least pair there; among those whose estimates are within
+        CLEARLY_FASTER of the fastest (the estimate misorders closer steps), the least peak.  The
+        budget in replayed bytes is the replayed peak of the curve's first plan within it, plus the
+        room the chain model leaves that plan under the budget."""
+        budget_f = replace(options, memory_budget=fraction).budget_bytes(budget_chain.no_recompute_peak())
+        k = next(k for k, p in enumerate(plans) if p.peak_bytes <= budget_f)
+        last = evaluate(lin, plans[k], budget_chain)
+        theirs = [r for r in rivals if r.fraction >= fraction]
+        limit = min(cap, last.timeline.peak_bytes + budget_f - plans[k].peak_bytes,
+                    *(r.timeline.peak_bytes for r in theirs))  # never above min-cut's at the same fraction
+        pool = [evaluate(lin, p, budget_chain) for p in plans[: k + 1]] + least_peak() + theirs
+        within_limit = [c for c in pool if c.timeline.peak_bytes <= limit]
+        if not within_limit:  # the fraction above took a pair below this one's budget: the least peak
+            return min(pool, key=lambda c: c.timeline.peak_bytes)
+        quickest = min(c.step.step_s for c in within_limit)
+        return min((c for c in within_limit if CLEARLY_FASTER * c.step.step_s <= quickest),
+                   key=lambda c: (c.timeline.peak_bytes, c.step.step_s))
+
     met: bool | None = None
     if budget is None:
         candidates = least_peak()
@@ -402,6 +471,9 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             except ValueError as exc:  # the solver's message names the least feasible peak
                 raise BudgetError(f"fxremat: memory_budget={options.memory_budget!r}: {exc}") from None
         candidates = [evaluate(lin, p, budget_chain) for p in (plans if within is None else plans[: within + 1])]
+        log.debug("fxremat: budget %s: %d curve plans down to it; the last (%s on the chain) replays %s, est. %.1f ms",
+                  _size(budget), len(candidates), _size(candidates[-1].plan.peak_bytes),
+                  _size(candidates[-1].timeline.peak_bytes), 1e3 * candidates[-1].step.step_s)
         if not met:  # best effort: everything, including the least-peak plans of budget=None
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
@@ -425,13 +497,23 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
                      _size(yielded.timeline.peak_bytes), 1e3 * yielded.step.step_s)
         best = yielded
     chain, plan, saved_names, fw, bw, timeline, step = best
-    rival = rival_of()
-    if rival is not None and rival.timeline.peak_bytes < timeline.peak_bytes and (
-            unsafe or rival.timeline.peak_bytes <= mc_timeline.peak_bytes):
-        # min-cut's pair at the user's fraction predicts less than every fxremat plan: it runs
-        # (as "fxremat": the pair partition returns; the plan fields describe fxremat's best).
-        fw, bw, timeline, step = rival.fw, rival.bw, rival.timeline, step_seconds(rival.fw, rival.bw, jg.inductor)
-        chosen, reason = "fxremat", f"min-cut's pair at activation_memory_budget={options.memory_budget!r}"
+    rivals = rivals_of(rebuild)
+    pick: _Candidate | _Rival = best
+    if met and rivals:
+        # A fraction: at each grid fraction from the highest down to the user's, the fastest pair
+        # within that fraction's budget, no higher than the pick of the fraction above (monotone).
+        cap = float("inf")
+        for g in sorted({options.memory_budget, *(x for x in RIVAL_GRID if x > options.memory_budget)}, reverse=True):
+            pick = fastest_within(g, cap)
+            cap = pick.timeline.peak_bytes
+    elif rivals:  # best effort: min-cut's pair runs if it predicts less than every fxremat plan
+        pick = min([best, *rivals], key=lambda c: c.timeline.peak_bytes)
+    if isinstance(pick, _Candidate):
+        chain, plan, saved_names, fw, bw, timeline, step = pick
+    if isinstance(pick, _Rival) and (unsafe or pick.timeline.peak_bytes <= mc_timeline.peak_bytes):
+        # min-cut's pair at a fraction (the plan fields of the report describe fxremat's best plan)
+        fw, bw, timeline, step = pick.fw, pick.bw, pick.timeline, pick.step
+        chosen, reason = "fxremat", pick.reason
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
@@ -483,16 +565,16 @@ class _Candidate(NamedTuple):
     step: StepEstimate
 
 
-def _extract(jg: JointGraph, lin: Linearization, plan: Plan, base_tensors: list[fx.Node],
-             sym: list[fx.Node], twins: tuple[Twin, ...]) -> _Extracted:
-    """Saved set, extracted and scheduled graphs, and their predicted timeline for one plan of
-    ``lin``'s chain (or of its activation chain, for a budget: the same stages)."""
-    saved = close_over_bans(jg, lin.saved_values(plan.checkpoints, base_tensors))
+def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tuple[Twin, ...],
+             held: list[fx.Node]) -> _Extracted:
+    """Extracted and scheduled graphs, and their predicted timeline, for a complete saved set (one
+    :func:`~fxremat.saved.close_over_bans` returned); ``held``: min-cut's saved values (with
+    :data:`REBUILD_NEAR_USE`, copies of them may be rebuilt near their use)."""
     with reading_saved_twins(twins, saved):
         fw, bw = _torch.extract_fwd_bwd(
             jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
         )
-    bw = recompute_just_in_time(bw, jg, held={n.name for n in base_tensors} if REBUILD_NEAR_USE else None)
+    bw = recompute_just_in_time(bw, jg, held={n.name for n in held} if REBUILD_NEAR_USE else None)
     if jg.inductor:
         accumulate_into_addend(bw)  # first: the add it removes is then no addmm to keep apart
         sum_small_dims_by_matmul(bw)
