@@ -22,7 +22,7 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph, Role
 
-__all__ = ["close_over_bans", "min_cut_hazards"]
+__all__ = ["close_over_bans", "min_cut_hazards", "recomputed"]
 
 log = logging.getLogger("fxremat")
 
@@ -56,6 +56,13 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
             log.debug("fxremat: saving %s instead of recomputing it (%s)", node.name, walk.why[node])
         if len(saved_set) == before:
             raise RuntimeError(f"cannot plan the backward's need for {to_save[0].name} ({walk.why[to_save[0]]})")
+
+
+def recomputed(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
+    """The forward nodes the backward recomputes given a complete saved set (one
+    :func:`close_over_bans` returned), inputs before readers."""
+    position = {n: i for i, n in enumerate(jg.module.graph.nodes)}
+    return sorted(_walk(jg, dict.fromkeys(saved), position).recomputed, key=position.__getitem__)
 
 
 class _Walk:

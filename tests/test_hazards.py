@@ -1367,6 +1367,25 @@ def test_inductor_dropout_recomputed_region():
 
 
 @pytest.mark.inductor
+def test_inductor_made_safe_min_cut_pair_saves_its_random_values():
+    """At ``memory_budget=0.5`` on the dropout MLP through Inductor (its own RNG), min-cut's pair
+    at ``activation_memory_budget=0.5`` would draw the dropout again in the backward (Inductor's
+    seeds), and its saved set, made safe, is the candidate that runs.  Inductor does not lower a
+    replayed generator state on CPU (``run_and_save_rng_state``: "Backend not supported for None",
+    which failed HF BERT s512's compile at 0.4 and 0.5), so that pair saves the random values it
+    would draw again instead: it compiles and matches min-cut step for step (same seed, same
+    numbers)."""
+    factory = lambda: (Deep(d=64, n=8, act=F.gelu, dropout=0.2), (x64(),))  # noqa: E731
+    config = Config("budget-0.5", lambda c: make_backend(memory_budget=0.5, compiler=c))
+    ours = run_step(factory, config, compiler="inductor")  # failed to compile before the random values were saved
+    (report,) = ours.reports
+    assert report.reason.startswith("min-cut's saved set at activation_memory_budget=0.5, made safe (min-cut would "
+                                    "recompute random"), report.reason
+    min_cut = run_step(factory, MIN_CUT, compiler="inductor")
+    assert_same(ours, min_cut, tol=VS_EAGER_INDUCTOR, what="fxremat vs min-cut, Inductor RNG", rng=False)
+
+
+@pytest.mark.inductor
 def test_inductor_batchnorm_running_stats():
     check_hazard(lambda: (BatchNormNet(c=8, n=4).train(), (torch.randn(4, 3, 8, 8, requires_grad=True),)),
                  FXREMAT, compiler="inductor", tol=VS_EAGER_INDUCTOR)
