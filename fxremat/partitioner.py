@@ -40,6 +40,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import weakref
@@ -50,7 +51,7 @@ from typing import Any, Callable, NamedTuple
 import torch.fx as fx
 
 from . import _torch
-from .analysis import JointGraph, Role, analyze
+from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
 from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
@@ -58,7 +59,7 @@ from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
-from .saved import close_over_bans, min_cut_hazards, recomputed
+from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
 from .solvers.dominant import discount_dominant, spare_dominant
@@ -399,16 +400,10 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         tensors = [by_name[name] for name in names if not _torch.is_sym_node(by_name[name])]
         key = ("saved", tuple(names))
         if key not in memo.extracted:
-            saved = close_over_bans(jg, tensors)
-            redrawn = [n for n in recomputed(jg, saved) if _torch.is_random(n)] if jg.inductor else []
-            if redrawn:
-                # Inductor does not lower a replayed generator state on CPU (HF BERT with dropout,
-                # min-cut's saved set at 0.5: "Backend not supported" for run_and_save_rng_state):
-                # the random values this pair would draw again are saved instead.
-                values = [u for n in redrawn for u in (
-                    [u for u in n.users if jg.facts[u].role is Role.FORWARD]
-                    if isinstance(n.meta.get("val"), (tuple, list)) else [n])]
-                saved = close_over_bans(jg, tensors + values)
+            # Under Inductor the random values it would draw again are saved: Inductor does not
+            # lower a replayed generator state on CPU (HF BERT with dropout, min-cut's saved set
+            # at 0.5: "Backend not supported" for run_and_save_rng_state).
+            saved = close_over_bans(jg, tensors, redraw=not jg.inductor)
             memo.extracted[key] = _extract(jg, saved, sym, twins, base_tensors)
         return memo.extracted[key][1:5]
 
@@ -417,14 +412,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         # not let every layer segment rise to its level), then least recomputation.
         return solve(chain) if options.solver == "chen" else spare_dominant(chain, solve)
 
-    least_peak_candidates: list[_Candidate] = []
-
+    @functools.cache  # once per partition call: a budget's choice and its grid fractions share them
     def least_peak() -> list[_Candidate]:
-        if not least_peak_candidates:
-            least_peak_candidates.extend(_least_peak())
-        return least_peak_candidates
-
-    def _least_peak() -> list[_Candidate]:
         out = [evaluate(lin, least_peak_plan(lin.chain))]
         if options.solver != "chen":  # the loss head's model is the least sure: let the replay judge
             for keep in DISCOUNTS:

@@ -11,6 +11,7 @@ Invariants, after :func:`close_over_bans`:
   one: where it would, the first recomputed value past it is saved instead;
 * every other input that the backward or its recomputation reads is saved (parameters and
   inputs are held anyway, so that costs nothing).
+* with ``redraw=False`` no random op is recomputed either: its values are saved.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph, Role
 
-__all__ = ["close_over_bans", "min_cut_hazards", "recomputed"]
+__all__ = ["close_over_bans", "min_cut_hazards"]
 
 log = logging.getLogger("fxremat")
 
 
-def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
+def close_over_bans(jg: JointGraph, saved: list[fx.Node], *, redraw: bool = True) -> list[fx.Node]:
     """Complete ``saved`` so the backward can run: add every input its recomputation reads, save
     (instead of recomputing) every value whose recomputation would go through a banned node, and
-    save the first recomputed value past a caller-visible tensor rather than that tensor."""
+    save the first recomputed value past a caller-visible tensor rather than that tensor.
+    ``redraw=False`` bans random ops too: their values are saved, never drawn again with a replayed
+    generator state (which Inductor on CPU does not lower around its own seeds op)."""
     read_after_mutation = sorted({a.name for n in jg.backward for a in n.all_input_nodes if a in jg.mutated_inputs})
     if read_after_mutation:
         raise NotImplementedError(f"the backward reads {read_after_mutation} after the forward mutated it")
@@ -41,7 +44,7 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
     saved_set = dict.fromkeys(n for n in saved if n not in exposed)
     position = {n: i for i, n in enumerate(jg.module.graph.nodes)}  # deterministic order
     while True:
-        walk = _walk(jg, saved_set, position)
+        walk = _walk(jg, saved_set, position, redraw)
         saved_set.update(dict.fromkeys(sorted(walk.inputs_read, key=position.__getitem__)))
         to_save = sorted(walk.must_save, key=position.__getitem__)
         if not to_save:
@@ -58,13 +61,6 @@ def close_over_bans(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
             raise RuntimeError(f"cannot plan the backward's need for {to_save[0].name} ({walk.why[to_save[0]]})")
 
 
-def recomputed(jg: JointGraph, saved: list[fx.Node]) -> list[fx.Node]:
-    """The forward nodes the backward recomputes given a complete saved set (one
-    :func:`close_over_bans` returned), inputs before readers."""
-    position = {n: i for i, n in enumerate(jg.module.graph.nodes)}
-    return sorted(_walk(jg, dict.fromkeys(saved), position).recomputed, key=position.__getitem__)
-
-
 class _Walk:
     """What the backward would recompute given a saved set, and what that set still lacks."""
 
@@ -76,7 +72,7 @@ class _Walk:
         self.why: dict[fx.Node, str] = {}
 
 
-def _walk(jg: JointGraph, saved: dict[fx.Node, None], position: dict[fx.Node, int]) -> _Walk:
+def _walk(jg: JointGraph, saved: dict[fx.Node, None], position: dict[fx.Node, int], redraw: bool) -> _Walk:
     """Walk from the backward through unsaved forward values.  A banned value is not expanded: it
     must be saved, or, if caller-visible, is *blocked*; a caller-visible input is blocked; a
     caller-visible value rebuilt from a blocked one is blocked.  A recomputed value that is not
@@ -100,6 +96,8 @@ def _walk(jg: JointGraph, saved: dict[fx.Node, None], position: dict[fx.Node, in
         if role is not Role.FORWARD:
             continue
         ban = facts[node].recompute_ban
+        if ban is None and not redraw and _torch.is_random(node):
+            ban = "random op (its values are saved, not drawn again)"
         if ban is not None:
             if node in exposed:
                 w.blocked.add(node)
