@@ -8,7 +8,10 @@ Per case (the real-model suite's, :mod:`bench.hf_models`), every contender is co
 process on its own copy of the model (same seed), through Inductor.  Its peak is the exact CPU
 allocator peak of one step (:func:`fxremat.profiling.measure_peak`); its step time is the median of
 ``--rounds`` steps taken interleaved with every other contender's, in an order that rotates each
-round (as :mod:`bench.interleaved`), so a busy machine slows all alike.  fxremat's points are its
+round (as :mod:`bench.interleaved`), so a busy machine slows all alike.  Two points' step times are
+compared by the median of their per-round ratios (:func:`time_ratio`: the two steps of a round are
+taken moments apart, so a slow stretch of the machine cancels in the ratio), not the ratio of their
+medians, which on a shared 2-core VM moved single verdicts by 5% between runs.  fxremat's points are its
 least-peak plan and its plans at ``memory_budget`` fractions (:data:`FXREMAT_POINTS`, or ``--budgets``).
 
 Writes ``dominance.json`` (every step time), ``dominance.md`` (one table per case: each reference
@@ -38,7 +41,7 @@ from .hf_models import hf_cases, select_cases
 from .measure import _predictions, no_caches
 from .report import machine_info
 
-__all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "NOISE", "dominating", "recompute_order", "step_order", "main"]
+__all__ = ["MIN_CUT_POINTS", "FXREMAT_POINTS", "TIME_SLACK", "NOISE", "dominating", "time_ratio", "points_of", "recompute_order", "step_order", "main"]
 
 MIN_CUT_POINTS = (1.0, 0.8, 0.5, 0.2)  # activation_memory_budget (1.0 is PyTorch's default)
 FXREMAT_POINTS = (None, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # memory_budget (None: the least-peak plan)
@@ -60,15 +63,30 @@ class Point:
     family: str
     peak_bytes: int
     step_s: float  # median
+    steps: tuple[float, ...] = ()  # every round's step, in round order (empty: only the median is known)
 
     def dominates(self, other: "Point", slack: float = TIME_SLACK) -> bool:
-        return self.peak_bytes <= other.peak_bytes and self.step_s <= slack * other.step_s
+        return self.peak_bytes <= other.peak_bytes and time_ratio(self, other) <= slack
+
+
+def time_ratio(a: Point, b: Point) -> float:
+    """``a``'s step time over ``b``'s: the median of the per-round ratios where both were measured
+    in the same rounds, else the ratio of the medians."""
+    if a.steps and len(a.steps) == len(b.steps):
+        return statistics.median(x / y for x, y in zip(a.steps, b.steps))
+    return a.step_s / b.step_s
 
 
 def dominating(points: list[Point], ref: Point, slack: float = TIME_SLACK) -> Point | None:
-    """The fastest fxremat point that dominates ``ref`` (None: none does)."""
+    """The fastest fxremat point (relative to ``ref``) that dominates ``ref`` (None: none does)."""
     wins = [p for p in points if p.family == "fxremat" and p.dominates(ref, slack)]
-    return min(wins, key=lambda p: (p.step_s, p.peak_bytes)) if wins else None
+    return min(wins, key=lambda p: (time_ratio(p, ref), p.peak_bytes)) if wins else None
+
+
+def points_of(result: dict[str, Any]) -> list[Point]:
+    """The points of one case of ``dominance.json`` (each with its rounds where recorded)."""
+    steps = result.get("step_s", {})
+    return [Point(**{**p, "steps": tuple(steps.get(p["name"], ()))}) for p in result["points"]]
 
 
 def _prepare(case: Any, contender: C.Contender):
@@ -109,9 +127,9 @@ def measure_case(case: Any, rounds: int, budgets: tuple[float | None, ...] = FXR
     for r in range(rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
             times[name].append(steppers[name][1]())
-    points = [Point(name, steppers[name][0].family, peaks[name], statistics.median(times[name])) for name in order]
-    return {"points": [dataclasses.asdict(p) for p in points], "step_s": times, "errors": errors,
-            "predicted": predicted}
+    points = [{"name": name, "family": steppers[name][0].family, "peak_bytes": peaks[name],
+               "step_s": statistics.median(times[name])} for name in order]
+    return {"points": points, "step_s": times, "errors": errors, "predicted": predicted}
 
 
 def recompute_order(points: list[Point], predicted: dict[str, dict[str, Any]]) -> tuple[int, int]:
@@ -141,19 +159,19 @@ def step_order(points: list[Point], predicted: dict[str, dict[str, Any]], noise:
 
 def _table(label: str, points: list[Point], predicted: dict[str, dict[str, Any]]) -> str:
     lines = [f"#### {label}", "",
-             "| point | peak MiB | step ms | dominated by (peak, time ratio) |",
+             "| point | peak MiB | step ms | dominated by (peak, time ratio: median of per-round ratios) |",
              "|---|---:|---:|---|"]
     for p in points:
         if p.family == "fxremat":
             continue
         win = dominating(points, p)
         if win is not None:
-            verdict = f"**{win.name}** ({win.peak_bytes / MIB:.2f} MiB, {win.step_s / p.step_s:.3f}x)"
+            verdict = f"**{win.name}** ({win.peak_bytes / MIB:.2f} MiB, {time_ratio(win, p):.3f}x)"
         else:
             low = [q for q in points if q.family == "fxremat" and q.peak_bytes <= p.peak_bytes]
-            near = min(low, key=lambda q: q.step_s) if low else None
+            near = min(low, key=lambda q: time_ratio(q, p)) if low else None
             verdict = "none" + (f" (nearest: {near.name}, {near.peak_bytes / MIB:.2f} MiB, "
-                                f"{near.step_s / p.step_s:.3f}x)" if near else " (no fxremat point at or below its peak)")
+                                f"{time_ratio(near, p):.3f}x)" if near else " (no fxremat point at or below its peak)")
         lines.append(f"| {p.name} | {p.peak_bytes / MIB:.2f} | {p.step_s * 1e3:.1f} | {verdict} |")
     def recompute(name: str) -> str:
         share = predicted.get(name, {}).get("recompute")
@@ -218,15 +236,24 @@ def _recompile_limit(limit: int):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.dominance", description=__doc__.splitlines()[0])
-    p.add_argument("--models", required=True, help="comma-separated case labels (python -m bench.real --list)")
+    p.add_argument("--models", help="comma-separated case labels (python -m bench.real --list)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="the tiny configs of python -m bench.real --quick")
     p.add_argument("--out", default="bench-out/dominance", help="output directory")
+    p.add_argument("--rejudge", metavar="JSON", default=None,
+                   help="measure nothing: print the tables of a dominance.json written before")
     p.add_argument("--budgets", default=None,
                    help="fxremat's points: comma-separated memory_budget fractions, 'least' for the least-peak "
                         "plan (default: " + ",".join("least" if b is None else str(b) for b in FXREMAT_POINTS) + ")")
     args = p.parse_args(argv)
+    if args.rejudge is not None:
+        doc = json.loads(Path(args.rejudge).read_text())
+        for label, result in doc["cases"].items():
+            print(_table(label, points_of(result), result.get("predicted", {})), flush=True)
+        return 0
+    if not args.models:
+        p.error("--models is required (or --rejudge)")
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
     try:
@@ -255,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             result = measure_case(case, args.rounds, budgets)
             doc["cases"][case.label] = result
-            points = [Point(**p) for p in result["points"]]
+            points = points_of(result)
             tables.append(_table(case.label, points, result["predicted"]))
             print(tables[-1], flush=True)
             for name, err in result["errors"].items():

@@ -84,13 +84,21 @@ class _Backend:
       buffers of one segment's backward stayed alive into the next segment's rebuild (HF Llama,
       seq 1024, fxremat's plan: 100.6 MiB measured with it, 93.4 without, 92.6 predicted; HF T5,
       seq 1024, padded: 173.4 with it, 147.3 without or with the valley rule, 2026-12-02).
-    * On the CPU, no layout optimization: Inductor puts every CPU graph that contains a
-      convolution in channels-last, so a backward that recomputes convolutions is laid out unlike
-      one that saves them (min-cut's), and its convolution backwards copy between layouts (HF
-      ResNet-50, batch 8, 128 px, fxremat's plan: 177.2 MiB measured with it on in both graphs or
-      off in the backward only, 156.0 off in both, 152.8 predicted; step 2.05 s backward-only,
-      1.71 s off in both, min-cut 1.84 s, 2026-12-01).  HF ConvNeXt-atto: 65.4 -> 53.2 MiB,
-      predicted 51.5.
+    * On the CPU, one layout for both graphs (``_torch.compile_with_inductor(cpu_layout="depthwise")``).
+      Inductor lays out each CPU graph that contains a convolution channels-last, deciding each
+      graph alone: a backward that saves every convolution's input (min-cut's) stays contiguous
+      beside a channels-last forward, one that recomputes a convolution is channels-last.  fxremat
+      compiles both graphs channels-last where the forward has a depthwise convolution (which
+      oneDNN runs far faster channels-last) and Inductor would lay the forward out so, contiguous
+      otherwise.  Measured 2026-12-03 (AMD EPYC VM, 1 thread, median of 5 interleaved steps):
+      HF ConvNeXt-atto 160 px batch 8, least peak 49.31 MiB / 693 ms contiguous against
+      51.66 MiB / 512 ms channels-last in both (the extra: the channels-last copy of the input),
+      fxremat at 0.8: 72.28 MiB / 616 ms against 74.88 MiB / 418 ms; min-cut's default pair
+      (forward channels-last, backward contiguous) 608 ms, the same pair channels-last in both
+      423 ms.  HF ResNet-50 160 px (dense convolutions): least peak 183.27 MiB / 2615 ms
+      contiguous against 205.84 MiB / 2659 ms channels-last in both, so contiguous there (an
+      older measurement, 2026-12-01: forward channels-last and backward contiguous 177.2 MiB and
+      2.05 s against 156.0 MiB and 1.71 s contiguous in both).
     * In the backward, no horizontal fusion (kernels that only share an input merged into one;
       ``score_fusion_memory_threshold`` out of reach; a producer still fuses into its consumer):
       recomputations of neighbouring layers read the same mask or position bias, so Inductor
@@ -116,7 +124,7 @@ class _Backend:
         if self.compiler == "inductor":
             return _torch.compile_with_inductor(gm, example_inputs, self.partitioner,
                                                 reuse_buffers="local" if self.planned else "inductor",
-                                                cpu_layout_opt=not self.planned,
+                                                cpu_layout="depthwise" if self.planned else "inductor",
                                                 backward_patches=_backward_patches() if self.planned else None)
         return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)
 
