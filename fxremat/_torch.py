@@ -450,10 +450,9 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     ``"inductor"``: Inductor decides each graph by itself (PyTorch's default), so a backward that
     saves every convolution's input (min-cut's) stays contiguous while its forward and saved
     tensors are channels-last, and one that recomputes a convolution is channels-last.
-    ``"follow"``: the forward as Inductor decides it, the backward in the forward's layout
-    whatever it contains.  ``"depthwise"``: as ``"follow"`` where the forward has a depthwise
-    convolution (one input channel per group), which runs far faster channels-last on the CPU;
-    no graph in channels-last otherwise.  ``"off"``: no graph in channels-last.
+    ``"depthwise"``: both graphs channels-last where Inductor would lay the forward out so and it
+    has a depthwise convolution (one input channel per group), which runs far faster
+    channels-last on the CPU; both contiguous otherwise.  ``"off"``: no graph in channels-last.
 
     ``backward_patches``: Inductor config applied to the backward graph only."""
     from torch._inductor.compile_fx import compile_fx
@@ -464,13 +463,14 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     local = reuse_buffers == "local" and _install_local_reuse()
     if reuse_buffers == "off" or (reuse_buffers == "local" and not local):
         patches["allow_buffer_reuse"] = False
-    if cpu_layout not in ("inductor", "follow", "depthwise", "off"):
-        raise ValueError(f"cpu_layout must be 'inductor', 'follow', 'depthwise' or 'off', not {cpu_layout!r}")
+    if cpu_layout not in ("inductor", "depthwise", "off"):
+        raise ValueError(f"cpu_layout must be 'inductor', 'depthwise' or 'off', not {cpu_layout!r}")
     on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
-    if on_cpu and (cpu_layout == "off" or (cpu_layout != "inductor" and _decide_layout_opt() is None)):
+    layout: dict[str, bool] | None = None
+    if on_cpu and cpu_layout == "depthwise" and _decide_layout_opt() is not None:
+        layout = {}  # filled by the forward's compile, read by the backward's
+    elif on_cpu and cpu_layout != "inductor":
         patches["layout_optimization"] = False
-    layout = ({"depthwise_only": cpu_layout == "depthwise"}
-              if on_cpu and cpu_layout in ("follow", "depthwise") and _decide_layout_opt() is not None else None)
     if not (backward_patches or local or layout):
         return compile_fx(gm, example_inputs, config_patches=patches)
     inner = functools.partial(_inner_compile, backward_patches=backward_patches or {}, local_reuse=local,
@@ -501,16 +501,16 @@ def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches
     only (compiled lazily, at the first backward, in whatever thread runs it), and
     :func:`_local_reuse` on for this graph's code generation if ``local_reuse``.
 
-    ``layout`` (``cpu_layout="follow"`` or ``"depthwise"``; one dict per compiled pair): the
-    forward records whether it is laid out channels-last (Inductor's decision, and under
-    ``"depthwise"`` only with a depthwise convolution), and the backward is compiled the same way."""
+    ``layout`` (``cpu_layout="depthwise"``; one dict per compiled pair): the forward records
+    whether it is laid out channels-last (Inductor's decision, and only with a depthwise
+    convolution), and the backward is compiled the same way."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx_inner
 
     patches = dict(backward_patches) if kwargs.get("is_backward") else {}
     if layout is not None and not kwargs.get("is_backward"):
-        layout["channels_last"] = bool(_decide_layout_opt()(gm, is_inference=bool(kwargs.get("is_inference")))) and (
-            not layout["depthwise_only"] or _has_depthwise_convolution(gm))
+        layout["channels_last"] = _has_depthwise_convolution(gm) and bool(
+            _decide_layout_opt()(gm, is_inference=bool(kwargs.get("is_inference"))))
         if not layout["channels_last"]:
             patches["layout_optimization"] = False
     elif layout is not None and "channels_last" in layout:
