@@ -21,13 +21,13 @@ Invariants:
   budget (:func:`~fxremat.solvers.curve`), so a lower budget, which only adds plans, never predicts
   a higher peak; a budget no plan meets is best effort (every plan of the curve and the least-peak
   plans are candidates, and min-cut's pairs below) with one warning, unless ``strict_budget``;
-* with a fraction ``f`` below 1, min-cut's pairs at ``activation_memory_budget=f`` and at each
-  fraction of ``RIVAL_GRID`` above ``f`` are candidates too, each replaced, where it is unsafe, by
-  fxremat's pair for its saved set made safe; where ``f`` is met, the pair run is the *fastest*
-  (the time model; estimates within ``CLEARLY_FASTER`` count as ties, won by the lower peak) of
-  the candidates predicted within the budget (in replayed bytes) and no higher than min-cut's
-  least pair at ``f``; the grid fractions above ``f`` are decided first, each capping the next, so
-  a lower fraction never predicts a higher peak (monotone on the grid);
+* with a fraction ``f`` below 1, min-cut's pairs at ``activation_memory_budget=f`` and at every
+  fraction of ``RIVAL_GRID`` (above and below ``f``) are candidates too, each replaced, where it is
+  unsafe, by fxremat's pair for its saved set made safe; where ``f`` is met, the pair run is the
+  *fastest* (the time model; estimates within ``CLEARLY_FASTER`` count as ties, won by the lower
+  peak) of the candidates predicted within the budget (in replayed bytes) and no higher than
+  min-cut's least pair at ``f`` or above; the grid fractions above ``f`` are decided first, each
+  capping the next, so a lower fraction never predicts a higher peak (monotone on the grid);
 * partition calls on one joint graph (a budget sweep) share a memo of min-cut's
   pairs and of the pairs extracted for fxremat's plans, which dies with the graph; every pair
   returned is a copy, so nothing memoized is ever edited by AOTAutograd or Inductor;
@@ -295,28 +295,32 @@ class _Rival(NamedTuple):
 Rebuild = Callable[[list[str]], "tuple[fx.GraphModule, fx.GraphModule, Timeline, StepEstimate] | None"]
 
 
-# Min-cut's fractions tried as budget candidates above the user's own: a lower budget then has
-# every pair a higher one had (on this grid), so its predicted peak is never higher.
+# Min-cut's fractions tried as budget candidates beside the user's own: every budget has every
+# pair of the grid, so a lower fraction's leaner pair can run at a higher fraction when it is as
+# fast, and a lower budget (capped by the one above) never predicts a higher peak.
 RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 
 
 def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
                          options: Options, memo: _Memo, rebuild: Rebuild) -> list[_Rival]:
     """With ``memory_budget`` a fraction ``f`` below 1: min-cut's pairs at
-    ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` above ``f``
-    (each made safe where it is not, see :func:`_min_cut_pair`), highest fraction first; empty
-    otherwise (never raises).
+    ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` (each made
+    safe where it is not, see :func:`_min_cut_pair`), highest fraction first; empty otherwise
+    (never raises).
 
     The two fractions measure different things (fxremat's: of the activation chain's peak without
     recomputation; min-cut's: of its saved bytes), so a user comparing the knobs at one value could
     find min-cut's lower or faster: its pairs are candidates like fxremat's own plans.  The grid
     keeps budgets monotone: without it, min-cut's pair at 0.4 could be chosen at 0.4 and be missing
-    at 0.3 (a transformer predicted 2.75 MiB at 0.4 and 2.88 at 0.3, 2026-12-02)."""
+    at 0.3 (a transformer predicted 2.75 MiB at 0.4 and 2.88 at 0.3, 2026-12-02).  The fractions
+    below ``f`` count because min-cut's low budgets can be its fastest pairs as well as its leanest
+    (on CPU CNNs: ConvNeXt 160 px at 0.2, 2026-12-03), so a user's high fraction should not miss
+    them; the price is up to ten min-cut runs per graph at any fraction."""
     fraction = options.memory_budget
     if not isinstance(fraction, float) or fraction >= 1.0:
         return []
     out = []
-    for f in sorted({fraction, *(g for g in RIVAL_GRID if g > fraction)}, reverse=True):
+    for f in sorted({fraction, *RIVAL_GRID}, reverse=True):
         if f not in memo.rivals:
             memo.rivals[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f, memo, rebuild)
         if memo.rivals[f] is not None:
@@ -435,7 +439,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         return out
 
     def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
-        """Of fxremat's candidates at ``fraction`` (met) and min-cut's pairs at it and above, the
+        """Of fxremat's candidates at ``fraction`` (met) and min-cut's pairs of the grid, the
         fastest (by the time model) predicted within the fraction's budget, within ``cap`` and no
         higher than min-cut's least pair there; among those whose estimates are within
         CLEARLY_FASTER of the fastest (the estimate misorders closer steps), the least peak.  The
@@ -447,7 +451,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         theirs = [r for r in rivals if r.fraction >= fraction]
         limit = min(cap, last.timeline.peak_bytes + budget_f - plans[k].peak_bytes,
                     *(r.timeline.peak_bytes for r in theirs))  # never above min-cut's at the same fraction
-        pool = [evaluate(lin, p, budget_chain) for p in plans[: k + 1]] + least_peak() + theirs
+        pool = [evaluate(lin, p, budget_chain) for p in plans[: k + 1]] + least_peak() + rivals
         within_limit = [c for c in pool if c.timeline.peak_bytes <= limit]
         if not within_limit:  # the fraction above took a pair below this one's budget: the least peak
             return min(pool, key=lambda c: c.timeline.peak_bytes)

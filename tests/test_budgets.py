@@ -166,8 +166,12 @@ def test_every_budget_on_the_curve(monkeypatch):
 
 
 def test_lower_budget_never_measures_a_higher_peak():
-    """Eager path, exact CPU allocator peaks: one compile per fraction."""
-    fractions = (1.0, 0.85, 0.75, 0.1)  # the last one no plan meets: best effort
+    """Eager path, exact CPU allocator peaks: one compile per fraction.  Predicted peaks are
+    monotone in the fraction by construction; measured ones only where the predictions differ by
+    more than the memory model's error, so the fractions pick plans far apart (at 0.5 this model
+    runs min-cut's 0.5 saved set made safe, predicted 3% below 0.85's pair and measured 1.4% above
+    it: the replay misses that pair by 4.7%)."""
+    fractions = (1.0, 0.85, 0.1)  # the last one no plan meets: best effort
     measured, predicted = [], []
     for f in fractions:
         model, inputs = masked()
@@ -204,17 +208,17 @@ def test_no_higher_than_min_cut_at_the_same_fraction(name):
     for f in fractions:
         if rivals[f] is not None:
             assert reports[f].predicted_peak_bytes <= rivals[f], (name, f, reports[f].predicted_peak_bytes, rivals[f])
-    taken = [f for f in fractions if reports[f].reason.startswith("min-cut's pair at")]
-    if name == "masked_encoder":  # min-cut's knob saves less than fxremat's curve there at 0.9 and 0.8
-        assert taken, "min-cut's pair at the user's fraction was never the lower: the test shows nothing"
+    taken = [f for f in fractions if reports[f].reason.startswith("min-cut's")]  # its pair or its saved set made safe
+    if name == "masked_encoder":  # min-cut's knob saves less than fxremat's curve there at 0.9 to 0.3
+        assert taken, "no min-cut pair was ever the lower: the test shows nothing"
 
 
 @pytest.mark.parametrize("name", ["masked_encoder", "gpt"])
 def test_min_cut_at_the_same_fraction_never_dominates_the_pair_run(name):
-    """Issue 12's dominance, predicted: at every fraction some plan meets, min-cut's pair at that
-    fraction (made safe where it is unsafe) is never both predicted no higher and estimated clearly
-    faster than the pair fxremat runs there (it is a candidate, and the fastest candidate within
-    the budget runs)."""
+    """Issue 12's dominance, predicted: at every fraction some plan meets, no min-cut pair of the
+    grid (made safe where it is unsafe), at that fraction, above it or below it, is both predicted
+    no higher and estimated clearly faster than the pair fxremat runs there (each is a candidate,
+    and the fastest candidate within the budget runs)."""
     model, inputs = MODELS[name]()
     joints = []  # keeps the joint graph, and so its memo of min-cut's pairs, alive
 
@@ -224,17 +228,21 @@ def test_min_cut_at_the_same_fraction_never_dominates_the_pair_run(name):
 
     reports = plan_each(model, inputs, budgets)
     rivals = fxremat.partitioner._MEMOS[joints[0]].rivals
+    assert set(fxremat.partitioner.RIVAL_GRID) <= set(rivals), sorted(rivals)  # every grid fraction was a candidate
     checked = []
     for f in FRACTIONS[1:]:
-        ours, theirs = reports[f], rivals.get(f)
-        if not ours.budget_met or theirs is None:
+        ours = reports[f]
+        if not ours.budget_met:
             continue
-        checked.append(f)
-        assert not (theirs.timeline.peak_bytes <= ours.predicted_peak_bytes
-                    and theirs.step.step_s < fxremat.partitioner.CLEARLY_FASTER * ours.predicted_step_s), (
-            f, theirs.reason, theirs.timeline.peak_bytes, theirs.step.step_s, ours.predicted_peak_bytes,
-            ours.predicted_step_s)
-    assert checked, "no fraction met with a min-cut pair: the test shows nothing"
+        for g, theirs in rivals.items():
+            if theirs is None:
+                continue
+            checked.append((f, g))
+            assert not (theirs.timeline.peak_bytes <= ours.predicted_peak_bytes
+                        and theirs.step.step_s < fxremat.partitioner.CLEARLY_FASTER * ours.predicted_step_s), (
+                f, theirs.reason, theirs.timeline.peak_bytes, theirs.step.step_s, ours.predicted_peak_bytes,
+                ours.predicted_step_s)
+    assert any(g < f for f, g in checked), "no min-cut pair below a met fraction: the test shows nothing"
 
 
 def test_min_cut_recomputing_a_random_op_is_a_hazard():
