@@ -478,18 +478,6 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     return compile_fx(gm, example_inputs, config_patches=patches, inner_compile=inner)
 
 
-def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
-    """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
-    channels-last (``compile_with_inductor(cpu_layout="depthwise")``): its convolutions run on the
-    CPU, one of them is depthwise, and Inductor would lay the graph out channels-last."""
-    decide = _decide_layout_opt()
-    convs = gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
-    on_cpu = all(isinstance(v, torch.Tensor) and v.device.type == "cpu"
-                 for n in convs for v in (n.args[0].meta.get("val"), n.args[1].meta.get("val")))
-    return bool(convs) and on_cpu and decide is not None and _has_depthwise_convolution(gm) and bool(
-        decide(gm, is_inference=is_inference))
-
-
 def _has_depthwise_convolution(gm: fx.GraphModule) -> bool:
     """Whether ``gm`` convolves with one input channel per group (and more than one group)."""
     for n in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default):
@@ -521,7 +509,8 @@ def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches
 
     patches = dict(backward_patches) if kwargs.get("is_backward") else {}
     if layout is not None and not kwargs.get("is_backward"):
-        layout["channels_last"] = cpu_channels_last(gm, is_inference=bool(kwargs.get("is_inference")))
+        layout["channels_last"] = _has_depthwise_convolution(gm) and bool(
+            _decide_layout_opt()(gm, is_inference=bool(kwargs.get("is_inference"))))
         if not layout["channels_last"]:
             patches["layout_optimization"] = False
     elif layout is not None and "channels_last" in layout:

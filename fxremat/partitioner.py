@@ -179,8 +179,8 @@ def partition(
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         rival = lambda rebuild: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo, rebuild)  # noqa: E731
-        mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor, jg.channels_last)
-        fw, bw, report = _plan(jg, options, mc_fw, mc_timeline, unsafe, rival, memo)
+        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
+                               memo)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -343,7 +343,7 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
         if not why:
-            return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last), step_seconds(fw, bw, jg.inductor),
+            return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor), step_seconds(fw, bw, jg.inductor),
                           fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
         rebuilt = rebuild(names)
@@ -391,8 +391,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     budget_chain = lin.activation_chain or lin.chain
     budget = options.budget_bytes(budget_chain.no_recompute_peak())
 
-    def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None, label: str | None = None) -> _Candidate:
-        key = (label or ("always" if lin_ is lin else "last"), plan.checkpoints)  # the same on every call (memo)
+    def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
+        key = ("always" if lin_ is lin else "last", plan.checkpoints)  # the same on every call (memo)
         if key not in memo.extracted:
             saved = close_over_bans(jg, lin_.saved_values(plan.checkpoints, base_tensors))
             memo.extracted[key] = _extract(jg, saved, sym, twins, base_tensors)
@@ -436,15 +436,6 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             # buffer of its own: the full model is the faithful one.
             lean = least_peak_plan(lin.lean_chain)
             out.append(evaluate(lin, make_plan(lin.chain, lean.checkpoints)))
-        if jg.channels_last:
-            # Channels-last, a convolution's backward reorders only weights, so the chain charges
-            # its stage little scratch; the chain charging the contiguous layout's reorders (an
-            # input-sized transient per convolution) places its cuts elsewhere, and where the
-            # replay misses what Inductor keeps around a recomputed segment, that plan can be the
-            # lower (HF MobileNetV2 128 px: 69.6 MiB predicted, 64.7 measured, against 77.5 and
-            # 74.7 for the channels-last chain's plan, 2026-12-04): the replay picks.
-            wide = linearize(replace(jg, channels_last=False), base_tensors, always, score=least)
-            out.append(evaluate(wide, least_peak_plan(wide.chain), label="reorders"))
         return out
 
     def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
@@ -594,7 +585,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last),
+    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor),
                       step_seconds(fw, bw, jg.inductor))
 
 
