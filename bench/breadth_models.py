@@ -16,13 +16,13 @@ __all__ = ["CASES"]
 
 
 class KW(nn.Module):
-    def __init__(self, hf, keys, out):
+    def __init__(self, hf, keys, out, fixed=None):
         super().__init__()
-        self.hf, self.keys, self.out = hf, keys, out
+        self.hf, self.keys, self.out, self.fixed = hf, keys, out, dict(fixed or {})
 
     def forward(self, *t):
         kw = dict(zip(self.keys, t))
-        o = self.hf(**kw)
+        o = self.hf(**kw, **self.fixed)
         return getattr(o, self.out)
 
 
@@ -509,4 +509,97 @@ CASES.update({
     "conv-decoder": lambda: (ConvDecoder(), (torch.randn(2, 3, 32, 32),), lambda o: o.pow(2).mean()),
     "bf16-params": lambda: (BF16Net().to(torch.bfloat16), (torch.randn(32, 64, dtype=torch.bfloat16),), lambda o: o.pow(2).mean()),
     "emb-scatter": lambda: (EmbScatter(), (torch.randint(0, 100, (4, 16)), torch.randint(0, 4, (4, 16))), lambda o: o),
+})
+
+
+# ---- more third-party architectures (transformers, random weights) ----
+def hf_model(cls_name, cfg_name, inputs, fixed=None, **kw):
+    """``cls_name(cfg_name(**kw))`` called with the tensors of ``inputs`` (a dict) and ``fixed``; its own loss."""
+    import transformers
+
+    torch.manual_seed(0)
+    hf = getattr(transformers, cls_name)(getattr(transformers, cfg_name)(**kw))
+    return KW(hf, tuple(inputs), "loss", fixed), tuple(inputs.values()), None
+
+
+def whisper(batch=2, mels=16, frames=32, target=8, vocab=512):
+    """Conv1d front end (GELU, stride 2), sinusoidal encoder positions, encoder-decoder with cross attention."""
+    inputs = {"input_features": torch.randn(batch, mels, frames), "labels": torch.randint(3, vocab, (batch, target))}
+    return hf_model("WhisperForConditionalGeneration", "WhisperConfig", inputs, vocab_size=vocab, num_mel_bins=mels,
+                    d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                    decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                    max_source_positions=frames // 2, max_target_positions=32, pad_token_id=0, bos_token_id=1,
+                    eos_token_id=2, decoder_start_token_id=1, dropout=0.1, suppress_tokens=None,
+                    begin_suppress_tokens=None, use_cache=False, apply_spec_augment=False)
+
+
+def clip(batch=4, seq=16, vocab=512):
+    """Two towers (text: causal mask + argmax-of-eos pooling; vision: class token), logit_scale.exp(), symmetric CE."""
+    ids = torch.randint(3, vocab, (batch, seq))
+    ids[:, -1] = 2  # eos, where the text tower pools
+    inputs = {"input_ids": ids, "attention_mask": pad_mask(batch, seq), "pixel_values": torch.randn(batch, 3, 32, 32)}
+    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=seq, eos_token_id=2)
+    vis = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+               patch_size=4)
+    return hf_model("CLIPModel", "CLIPConfig", inputs, {"return_loss": True}, text_config=text, vision_config=vis,
+                    projection_dim=32)
+
+
+def wav2vec2(batch=2, samples=1600, target=6, vocab=32):
+    """Conv1d feature extractor with GroupNorm, weight-normed grouped positional conv, CTC loss."""
+    inputs = {"input_values": torch.randn(batch, samples), "labels": torch.randint(1, vocab, (batch, target))}
+    return hf_model("Wav2Vec2ForCTC", "Wav2Vec2Config", inputs, vocab_size=vocab, hidden_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, intermediate_size=128, conv_dim=(32, 32, 32), conv_stride=(5, 2, 2),
+                    conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                    feat_extract_norm="group", layerdrop=0.0, mask_time_prob=0.0, ctc_loss_reduction="mean",
+                    pad_token_id=0, hidden_dropout=0.1)
+
+
+def electra(batch=2, seq=32, vocab=512):
+    """ELECTRA discriminator: embedding_size != hidden_size (projection), per-token BCE on a float-cast label."""
+    inputs = {"input_ids": torch.randint(1, vocab, (batch, seq)), "attention_mask": pad_mask(batch, seq),
+              "labels": torch.randint(0, 2, (batch, seq))}
+    return hf_model("ElectraForPreTraining", "ElectraConfig", inputs, vocab_size=vocab, embedding_size=32,
+                    hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=128,
+                    max_position_embeddings=64)
+
+
+CASES.update({
+    "whisper": whisper,
+    "clip": clip,
+    "vitmae": lambda: vision("ViTMAEForPreTraining", "ViTMAEConfig", image=32, image_size=32, patch_size=4,
+                             hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                             decoder_hidden_size=32, decoder_num_hidden_layers=1, decoder_num_attention_heads=4,
+                             decoder_intermediate_size=64, mask_ratio=0.75, norm_pix_loss=True),
+    "bloom": lambda: lm("BloomForCausalLM", "BloomConfig", hidden_size=64, n_layer=3, n_head=4, hidden_dropout=0.0,
+                        attention_dropout=0.0, attn="eager"),
+    "falcon": lambda: lm("FalconForCausalLM", "FalconConfig", hidden_size=64, num_hidden_layers=3,
+                         num_attention_heads=4, multi_query=True, parallel_attn=True, new_decoder_architecture=False,
+                         alibi=False, max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0),
+    "gptj": lambda: lm("GPTJForCausalLM", "GPTJConfig", n_embd=64, n_layer=3, n_head=4, rotary_dim=8, n_positions=64,
+                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn="eager"),
+    "t5-dropout": lambda: lm("T5ForConditionalGeneration", "T5Config", d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                             num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                             feed_forward_proj="gated-gelu", dropout_rate=0.1, decoder_start_token_id=0,
+                             pad_token_id=0, use_cache=False, enc_dec=True),
+    "pegasus": lambda: lm("PegasusForConditionalGeneration", "PegasusConfig", d_model=64, encoder_layers=2,
+                          decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                          decoder_ffn_dim=128, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+                          activation_dropout=0.0, pad_token_id=0, decoder_start_token_id=0, eos_token_id=1,
+                          use_cache=False, enc_dec=True),
+    "electra": electra,
+    "mpnet": lambda: lm("MPNetForMaskedLM", "MPNetConfig", hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=128, max_position_embeddings=80, attn="eager"),
+    "wav2vec2-ctc": wav2vec2,
+    "efficientnet-dc": lambda: vision("EfficientNetForImageClassification", "EfficientNetConfig", image=32,
+                                      image_size=32, width_coefficient=0.25, depth_coefficient=0.5, hidden_dim=320,
+                                      dropout_rate=0.2, drop_connect_rate=0.2),
+    "convnextv2-grn": lambda: vision("ConvNextV2ForImageClassification", "ConvNextV2Config", image=32, depths=[2, 2],
+                                     hidden_sizes=[16, 32], num_stages=2, drop_path_rate=0.1),
+    "levit": lambda: vision("LevitForImageClassification", "LevitConfig", image=64, image_size=64,
+                            hidden_sizes=[32, 48, 64], num_attention_heads=[2, 3, 4], depths=[1, 1, 1],
+                            key_dim=[8, 8, 8], drop_path_rate=0),
+    "poolformer": lambda: vision("PoolFormerForImageClassification", "PoolFormerConfig", image=32, depths=[1, 1, 2, 1],
+                                 hidden_sizes=[16, 24, 32, 48], drop_path_rate=0.1),
 })

@@ -129,11 +129,25 @@ class RecordingMinCut(MinCutPartitioner):
             from fxremat.timing import step_seconds
 
             inductor = kwargs.get("compiler") == "inductor"  # replayed as fxremat replays its own pairs
-            self.predicted.append(simulate(fw, bw, kwargs["num_fwd_outputs"], inductor).peak_bytes)
+            # min-cut's backend lets Inductor lay out each graph: on the CPU a graph with a
+            # convolution runs channels-last, so the backward does when it recomputes one (the
+            # replay's scratch follows the backward's layout, where convolution backwards run)
+            self.predicted.append(simulate(fw, bw, kwargs["num_fwd_outputs"], inductor,
+                                           inductor and _inductor_channels_last(bw)).peak_bytes)
             self.step_s.append(step_seconds(fw, bw, inductor).step_s)
         except Exception as exc:  # noqa: BLE001 - a prediction is optional
             self.errors.append(f"{type(exc).__name__}: {exc}")
         return fw, bw
+
+
+def _inductor_channels_last(gm) -> bool:
+    """Inductor's own layout decision for one CPU graph (``GraphLowering.decide_layout_opt``)."""
+    from fxremat import _torch
+
+    decide = _torch._decide_layout_opt()
+    convs = gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
+    on_cpu = all(n.args[0].meta["val"].device.type == "cpu" for n in convs)
+    return bool(convs) and on_cpu and decide is not None and bool(decide(gm, is_inference=False))
 
 
 def base_contenders(compiler: str) -> list[Contender]:

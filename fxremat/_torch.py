@@ -201,6 +201,14 @@ def is_random(node: fx.Node) -> bool:
     return not _zero_dropout(node, target)
 
 
+def is_inductor_seeds(node: fx.Node) -> bool:
+    """Whether ``node`` is Inductor's ``prims.inductor_seeds`` (the seeds its decomposition of
+    random ops draws from, when ``fallback_random`` is off)."""
+    packet = getattr(node.target, "overloadpacket", None)
+    return node.op == "call_function" and getattr(packet, "__name__", "") == "inductor_seeds" and getattr(
+        packet, "_qualified_op_name", "").startswith("prims::")
+
+
 def _zero_dropout(node: fx.Node, target: Any) -> bool:
     """A seeded op whose dropout probability is literally 0 draws no random numbers (SDPA)."""
     schema = getattr(target, "_schema", None)
@@ -478,6 +486,28 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     return compile_fx(gm, example_inputs, config_patches=patches, inner_compile=inner)
 
 
+# ``GraphModule.meta`` key of a forward graph fxremat's partitioner returns: the CPU layout it planned
+# the pair for (True: channels-last), which :func:`cpu_channels_last` follows.
+CPU_LAYOUT_MARK = "fxremat_cpu_channels_last"
+
+
+def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
+    """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
+    channels-last (``compile_with_inductor(cpu_layout="depthwise")``): its convolutions run on the
+    CPU, one of them is depthwise, and Inductor would lay the graph out channels-last; a forward
+    the partitioner marked (:data:`CPU_LAYOUT_MARK`, it planned both layouts) runs as marked where
+    that holds."""
+    mark = getattr(gm, "meta", {}).get(CPU_LAYOUT_MARK)
+    if mark is False:
+        return False
+    decide = _decide_layout_opt()
+    convs = gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
+    on_cpu = all(isinstance(v, torch.Tensor) and v.device.type == "cpu"
+                 for n in convs for v in (n.args[0].meta.get("val"), n.args[1].meta.get("val")))
+    return bool(convs) and on_cpu and decide is not None and _has_depthwise_convolution(gm) and bool(
+        decide(gm, is_inference=is_inference))
+
+
 def _has_depthwise_convolution(gm: fx.GraphModule) -> bool:
     """Whether ``gm`` convolves with one input channel per group (and more than one group)."""
     for n in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default):
@@ -509,8 +539,7 @@ def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches
 
     patches = dict(backward_patches) if kwargs.get("is_backward") else {}
     if layout is not None and not kwargs.get("is_backward"):
-        layout["channels_last"] = _has_depthwise_convolution(gm) and bool(
-            _decide_layout_opt()(gm, is_inference=bool(kwargs.get("is_inference"))))
+        layout["channels_last"] = cpu_channels_last(gm, is_inference=bool(kwargs.get("is_inference")))
         if not layout["channels_last"]:
             patches["layout_optimization"] = False
     elif layout is not None and "channels_last" in layout:

@@ -83,6 +83,9 @@ class JointGraph:
     # without Inductor)
     reusable: frozenset[fx.Node] = frozenset()
     inductor: bool = False  # the graphs go to Inductor (its fusion and buffer reuse shape the memory)
+    # both graphs run channels-last on the CPU (_torch.cpu_channels_last: Inductor and a depthwise
+    # convolution), which changes what a convolution's kernel allocates inside it (memory.scratch_bytes)
+    channels_last: bool = False
     # the nodes that run in the backward graph when their stage is recomputed: backward nodes and
     # the forward nodes they depend on (not forward nodes only the loss reads)
     backward_graph: frozenset[fx.Node] = frozenset()
@@ -203,6 +206,7 @@ def analyze(
         fused=fused,
         reusable=reusable,
         inductor=inductor,
+        channels_last=inductor and _torch.cpu_channels_last(joint),
         backward_graph=in_backward,
         gradients=MappingProxyType(primal_gradients(graph, num_fwd_outputs)),
         seconds=MappingProxyType(graph_seconds(graph, fused, lambda n: facts[n].storages,

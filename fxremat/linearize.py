@@ -183,7 +183,7 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     fused_input = [True] + [jg.storage_owner.get(crossing_key[k]) in jg.fused for k in boundaries]
     scratch = [0] * n
     for node in forward:
-        scratch[stage_of[node] - 1] = max(scratch[stage_of[node] - 1], backward_scratch_bytes(node))
+        scratch[stage_of[node] - 1] = max(scratch[stage_of[node] - 1], backward_scratch_bytes(node, jg.channels_last))
     written = [(0 if fused_input[i] else gradient[i - 1]) + scratch[i] for i in range(n)]
     transient = [gradient[i] + max(largest[i], written[i]) for i in range(n)]
     _, lean = fold_always_saved(saved, [gradient[i] + largest[i] for i in range(n)], fixed)

@@ -15,7 +15,9 @@ before its last use.  What survives each phase:
 With ``inductor=True`` the replay follows what Inductor allocates instead of FX's one buffer per
 node: a value Inductor computes inside its readers' kernels (:mod:`fxremat.fusion`: pointwise,
 read only by pointwise ops and reductions, not returned, and not stored on reuse) is never
-allocated and keeps its inputs alive as a view would; a matmul read only by an add runs at the add
+allocated and keeps its inputs alive as a view would; a stored pointwise value whose one reader
+is an extern kernel is allocated just before that reader, where Inductor realizes it
+(:func:`_realized_when_read`: the replay runs in that order); a matmul read only by an add runs at the add
 (Inductor's addmm; :func:`fxremat.lowering.keep_matmuls_in_place` avoids that where it would hold
 more than it saves); and a pointwise result takes over the buffer of a same-size input that dies at
 it (Inductor's in-place reuse; saved tensors die in the backward and are donated the same way),
@@ -28,7 +30,9 @@ estimate of the whole graph's peak.
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
 backward and batch norm's backward, whose CPU kernels reorder their operands; measured on torch
-2.13's oneDNN).  It works on any partition (fxremat's or PyTorch's), so both are measured with
+2.13's oneDNN).  It depends on the layout the pair runs in (``channels_last``: what fxremat's
+backends choose for a depthwise network on the CPU, ``JointGraph.channels_last``), where oneDNN
+reorders only weights.  It works on any partition (fxremat's or PyTorch's), so both are measured with
 the same ruler.
 """
 
@@ -36,13 +40,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import torch
 import torch.fx as fx
 
 from . import _torch
-from .fusion import fused_values
+from .fusion import fused_values, is_view
 from .lowering import add_reading
 
 __all__ = ["Timeline", "simulate", "fused_in"]
@@ -76,27 +80,80 @@ class Timeline:
 _bytes = _torch.value_nbytes
 
 
-def scratch_bytes(node: fx.Node) -> int:
-    """Bytes a kernel allocates and frees inside the op: operand reorders of CPU convolution
-    (input + weight), its backward (grad_output + input + weight) and batch norm's backward
-    (one input-sized temporary); 0 for every other op."""
+# oneDNN's channels-last depthwise convolution backward with a kernel larger than 3x3 keeps
+# per-channel weight-gradient buffers: 256 bytes per byte of weight (torch 2.13, AVX2 and AVX512,
+# 1 or 2 threads: 40-320 channels, 5x5 and 7x7, any batch or image size; HF ConvNeXt's last stage,
+# 320 channels 7x7: 15.4 MiB); with 3x3 it keeps none.
+DEPTHWISE_WGRAD_PER_WEIGHT_BYTE = 256
+
+
+def scratch_bytes(node: fx.Node, channels_last: bool = False) -> int:
+    """Bytes a kernel allocates and frees inside the op (oneDNN on the CPU, torch 2.13).
+    Contiguous: operand reorders of a convolution (input + weight, or an output-sized buffer
+    where that is larger), of its backward (grad_output + input + weight; no input without an
+    input gradient) and batch norm's
+    backward (one input-sized temporary).  ``channels_last`` (the layout fxremat's backends
+    compile a depthwise network in, :func:`_torch.cpu_channels_last`): activations need no
+    reorder, only weights: a convolution's weight, its backward's weight and weight gradient (a
+    depthwise one larger than 3x3: :data:`DEPTHWISE_WGRAD_PER_WEIGHT_BYTE`).  A 1x1, stride-1
+    convolution on one thread (:func:`_one_thread_unit_kernel`) reorders nothing in either layout.
+    Measured 2026-12-04, HF MobileNetV2's stride-2 depthwise backward: 15.4 MiB contiguous, 10 KB
+    channels-last.  0 for every other op."""
     packet = getattr(node.target, "overloadpacket", None)
     aten = torch.ops.aten
     if packet is aten.convolution:
-        return _bytes(node.args[0]) + _bytes(node.args[1])
+        if _one_thread_unit_kernel(node.args[1], node.args[3], node.args[4], node.args[6], node.args[8]):
+            return 0
+        if channels_last:
+            return _bytes(node.args[1])
+        return max(_bytes(node.args[0]) + _bytes(node.args[1]), _bytes(node))
     if packet is aten.convolution_backward:
-        return _bytes(node.args[0]) + _bytes(node.args[1]) + _bytes(node.args[2])
+        if _one_thread_unit_kernel(node.args[2], node.args[4], node.args[5], node.args[7], node.args[9]):
+            return 0
+        if channels_last:
+            return _weight_scratch(node.args[2])
+        # the input is reordered for its own gradient: a first layer, whose input takes none (the
+        # pixels), reorders grad_output and weight only (HF ResNet-50's 7x7 stem at batch 8, 160 px:
+        # 12.5 MiB measured, grad_output 12.5, input 2.3)
+        wants_input_grad = not isinstance(node.args[10], (list, tuple)) or bool(node.args[10][0])
+        return _bytes(node.args[0]) + (_bytes(node.args[1]) if wants_input_grad else 0) + _bytes(node.args[2])
     if packet is aten.native_batch_norm_backward:
         return _bytes(node.args[1])
     return 0
 
 
-def backward_scratch_bytes(node: fx.Node) -> int:
+def backward_scratch_bytes(node: fx.Node, channels_last: bool = False) -> int:
     """:func:`scratch_bytes` of the backward kernel of forward node ``node`` (a convolution's
-    backward reorders its output's gradient, its input and its weight)."""
+    backward reorders its output's gradient, its input and its weight; channels-last, its weight)."""
     if getattr(node.target, "overloadpacket", None) is torch.ops.aten.convolution:
+        if _one_thread_unit_kernel(node.args[1], node.args[3], node.args[4], node.args[6], node.args[8]):
+            return 0
+        if channels_last:
+            return _weight_scratch(node.args[1])
         return _bytes(node) + _bytes(node.args[0]) + _bytes(node.args[1])
     return 0
+
+
+def _one_thread_unit_kernel(weight: Any, stride: Any, padding: Any, transposed: Any, groups: Any) -> bool:
+    """A 2-d 1x1 convolution, stride 1, no padding, not transposed, one group, run on one thread
+    (``torch.get_num_threads()`` when planning): oneDNN then computes it as a matrix product on the
+    operands as they lie, with no reorder, forward or backward, contiguous or channels-last; on two
+    threads the same op reorders as any other (measured 2026-12-04, torch 2.13, AMD EPYC with
+    AVX512, batch 8: 256 -> 64 channels at 40 px, forward / backward scratch 0 / 0 MiB on one
+    thread, 12.6 / 15.7 on two; HF ResNet-50's bottlenecks are two thirds 1x1 convolutions, and
+    charging them scratch at one thread put its least-peak replay 10% above the measured peak)."""
+    val = weight.meta.get("val") if isinstance(weight, fx.Node) else None
+    return (torch.get_num_threads() == 1 and isinstance(val, torch.Tensor) and val.dim() == 4
+            and tuple(val.shape[2:]) == (1, 1) and list(stride) == [1, 1] and not any(padding)
+            and not transposed and groups == 1)
+
+
+def _weight_scratch(weight: fx.Node) -> int:
+    """A channels-last convolution backward's scratch: the weight and its gradient reordered, or a
+    depthwise kernel's per-channel weight-gradient buffers."""
+    val = weight.meta.get("val") if isinstance(weight, fx.Node) else None
+    depthwise_large = isinstance(val, torch.Tensor) and val.dim() == 4 and val.shape[1] == 1 and val.shape[2] * val.shape[3] > 9
+    return (DEPTHWISE_WGRAD_PER_WEIGHT_BYTE if depthwise_large else 2) * _bytes(weight)
 
 
 def _storages(node: fx.Node) -> list[tuple[object, int]]:
@@ -129,9 +186,10 @@ def fused_in(graph: fx.Graph) -> set[fx.Node]:
 class _Replay:
     """Reference counts of storages by live node; a storage is freed when its count drops to 0."""
 
-    def __init__(self, external: set, inductor: bool = False):
+    def __init__(self, external: set, inductor: bool = False, channels_last: bool = False):
         self.external = external  # storages owned by the caller: never counted
         self.inductor = inductor
+        self.channels_last = channels_last
         self.keys: dict[fx.Node, list[tuple[object, int]]] = {}  # a fused node: its inputs' storages
         self.refs: dict[object, int] = {}
         self.size: dict[object, int] = {}
@@ -182,6 +240,9 @@ class _Replay:
         nodes = [n for n in graph.nodes if n.op != "output"]
         output = graph.find_nodes(op="output")[0]
         returned = {a.name for a in output.all_input_nodes}
+        fused = fused_in(graph) if self.inductor else set()
+        if self.inductor:
+            nodes = _realized_when_read(nodes, fused, set(output.all_input_nodes))
         last_use: dict[fx.Node, fx.Node] = {}
         for node in nodes:
             for arg in node.all_input_nodes:
@@ -189,7 +250,6 @@ class _Replay:
         dies_after: dict[fx.Node, list[fx.Node]] = {}
         for value, user in last_use.items():
             dies_after.setdefault(user, []).append(value)
-        fused = fused_in(graph) if self.inductor else set()
         for node in nodes:
             if node in fused:  # never allocated: reads its inputs' buffers, like a view
                 self.keys[node] = list(dict.fromkeys(k for a in node.all_input_nodes for k in self.storages(a)))
@@ -204,7 +264,7 @@ class _Replay:
                     dying = [a for a in dies_after.get(node, ()) if a is node.args[0]]
                     self.reuse_dying_input(node, dying, returned)
             self.labels.append(node.name)
-            self.scratch.append(scratch_bytes(node))
+            self.scratch.append(scratch_bytes(node, self.channels_last))
             self.trace.append(self.alive + self.scratch[-1])
             for value in dies_after.get(node, ()):
                 if value.name not in returned:
@@ -213,12 +273,50 @@ class _Replay:
                 self.release(node)  # never used: dies at once
 
 
-def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, inductor: bool = False) -> Timeline:
+def _realized_when_read(nodes: list[fx.Node], fused: set[fx.Node], returned: set[fx.Node]) -> list[fx.Node]:
+    """``nodes`` in the order Inductor allocates them: a pointwise value it stores (not fused)
+    whose one reader is an extern kernel (a matmul, a convolution's backward: neither pointwise,
+    a reduction nor a view) stays unrealized until that reader is lowered, which realizes it, so
+    it moves to just before its reader, and its inputs stay alive until then.  When the backward
+    recomputes a segment for that reader, the value is computed after the recomputation (HF
+    MobileNetV2: a batch norm's input gradient, whose 12.4 MiB operands stayed alive through the
+    recomputed stem, 8 MiB above the graph order's peak)."""
+    own = lambda n: frozenset(key for key, _ in _storages(n))  # noqa: E731
+    reduction = getattr(torch.Tag, "reduction", None)
+
+    def deferred(node: fx.Node) -> fx.Node | None:
+        if node in fused or node in returned or not _is_pointwise(node) or len(node.users) != 1:
+            return None
+        (reader,) = node.users
+        if (reader.op != "call_function" or _is_pointwise(reader) or reduction in getattr(reader.target, "tags", ())
+                or reader.target is operator.getitem or is_view(reader, own)):
+            return None
+        return reader
+
+    waiting: dict[fx.Node, list[fx.Node]] = {}
+    for node in nodes:
+        reader = deferred(node)
+        if reader is not None:
+            waiting.setdefault(reader, []).append(node)
+    if not waiting:
+        return nodes
+    moved = {n for group in waiting.values() for n in group}
+    out: list[fx.Node] = []
+    for node in nodes:
+        if node not in moved:
+            out.extend(waiting.get(node, ()))
+            out.append(node)
+    return out
+
+
+def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, inductor: bool = False,
+             channels_last: bool = False) -> Timeline:
     """Replay a forward/backward pair and return the timeline of bytes alive (``inductor``: as
-    Inductor's kernels allocate, see the module docstring)."""
+    Inductor's kernels allocate, see the module docstring; ``channels_last``: both graphs run
+    channels-last on the CPU, which changes convolutions' scratch, :func:`scratch_bytes`)."""
     fw_placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
     external = {key for n in fw_placeholders for key, _ in _storages(n)}
-    replay = _Replay(external, inductor)
+    replay = _Replay(external, inductor, channels_last)
     replay.run(fw.graph, held_from_before={n.name: n for n in fw_placeholders})
     forward_steps = len(replay.labels)
 

@@ -110,6 +110,9 @@ class PartitionReport:
     chain: Chain | None = None  # the chain model the solver and the budget work on (its frontier: fxremat.report)
     step: StepEstimate | None = None  # fxremat's pair, estimated by fxremat.timing (None: not estimated)
     min_cut_step: StepEstimate | None = None  # min-cut's pair, likewise
+    # the CPU layout fxremat's backends compile the pair in, where planning chose it (a depthwise
+    # network: both layouts planned, :func:`_pick_layout`); None: the backends' own rule
+    channels_last: bool | None = None
 
     @property
     def predicted_step_s(self) -> float | None:
@@ -178,9 +181,13 @@ def partition(
         jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
-        rival = lambda rebuild: _min_cut_at_fraction(joint_module, joint_inputs, pkw, jg, options, memo, rebuild)  # noqa: E731
-        fw, bw, report = _plan(jg, options, mc_fw, simulate(mc_fw, mc_bw, num_fwd_outputs, jg.inductor), unsafe, rival,
-                               memo)
+        planned = []
+        for channels_last in ((True, False) if jg.channels_last else (False,)):
+            jgl, sub = replace(jg, channels_last=channels_last), memo.for_layout(channels_last)
+            rival = functools.partial(_min_cut_at_fraction, joint_module, joint_inputs, pkw, jgl, options, sub)
+            mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
+            planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub))
+        fw, bw, report = _pick_layout(planned) if jg.channels_last else planned[0]
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -195,9 +202,36 @@ def partition(
         )
         return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
-    if report.chosen == "min-cut":
-        return _handed_out(mc_fw, mc_bw)
-    return _handed_out(fw, bw)
+    fw, bw = _handed_out(mc_fw, mc_bw) if report.chosen == "min-cut" else _handed_out(fw, bw)
+    if report.channels_last is not None:
+        fw.meta[_torch.CPU_LAYOUT_MARK] = report.channels_last  # read when the pair is compiled
+    return fw, bw
+
+
+# A depthwise network's pair runs channels-last on the CPU (oneDNN's depthwise kernels are far
+# faster so: 25-30% of HF ConvNeXt's and MobileNetV2's step, 2026-12-03) unless its pair in the
+# contiguous layout predicts at most this share of the channels-last pair's peak.  Channels-last,
+# a depthwise backward with a kernel larger than 3x3 allocates 256 bytes of scratch per weight byte,
+# whatever the batch: 28 MiB for HF EfficientNet-B0's last 5x5 stage (1152 channels), where the
+# activations are 4x4 pixels (least peak at 128 px, batch 8: 88.2 MiB predicted channels-last,
+# 73.9 contiguous; measured 84.1 and 74.3, 2026-12-04).
+CONTIGUOUS_PEAK_SHARE = 0.95
+
+
+def _pick_layout(planned: list[tuple[fx.GraphModule, fx.GraphModule, PartitionReport]]
+                 ) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
+    """Of a depthwise network's two plans (channels-last, contiguous): channels-last where it
+    meets the budget; otherwise (no budget, or one it misses) contiguous where that pair meets the
+    budget or predicts at most :data:`CONTIGUOUS_PEAK_SHARE` of the channels-last peak."""
+    (cl_fw, cl_bw, cl), (co_fw, co_bw, co) = planned
+    lower = co.predicted_peak_bytes <= CONTIGUOUS_PEAK_SHARE * cl.predicted_peak_bytes
+    contiguous = (cl.budget_met is False and co.budget_met is True) or (cl.budget_met is not True and lower)
+    mib = 2**20
+    if contiguous:
+        log.info("fxremat: contiguous layout: its pair predicts %.2f MiB, the channels-last pair %.2f MiB",
+                 co.predicted_peak_bytes / mib, cl.predicted_peak_bytes / mib)
+        return co_fw, co_bw, replace(co, channels_last=False)
+    return cl_fw, cl_bw, replace(cl, channels_last=True)
 
 
 def _handed_out(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -229,6 +263,15 @@ class _Memo:
         self.min_cuts: dict[float | None, tuple[fx.GraphModule, fx.GraphModule]] = {}
         self.rivals: dict[float, _Rival | None] = {}
         self.extracted: dict[tuple[str, tuple], _Extracted] = {}  # by plan (chain, checkpoints) or saved names
+        self.layouts: dict[bool, _Memo] = {}
+
+    def for_layout(self, channels_last: bool) -> "_Memo":
+        """The memo of one CPU layout's planning: min-cut's pairs are shared, their replays and
+        fxremat's extracted pairs (whose timelines depend on the layout's scratch) are not."""
+        if channels_last not in self.layouts:
+            child = self.layouts[channels_last] = _Memo(self.key)
+            child.min_cuts = self.min_cuts
+        return self.layouts[channels_last]
 
     def min_cut(self, joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
                 fraction: float | None) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -343,7 +386,7 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
         if not why:
-            return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor), step_seconds(fw, bw, jg.inductor),
+            return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last), step_seconds(fw, bw, jg.inductor),
                           fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
         rebuilt = rebuild(names)
@@ -391,8 +434,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     budget_chain = lin.activation_chain or lin.chain
     budget = options.budget_bytes(budget_chain.no_recompute_peak())
 
-    def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None) -> _Candidate:
-        key = ("always" if lin_ is lin else "last", plan.checkpoints)  # the same on every call (memo)
+    def evaluate(lin_: Linearization, plan: Plan, chain: Chain | None = None, label: str | None = None) -> _Candidate:
+        key = (label or ("always" if lin_ is lin else "last"), plan.checkpoints)  # the same on every call (memo)
         if key not in memo.extracted:
             saved = close_over_bans(jg, lin_.saved_values(plan.checkpoints, base_tensors))
             memo.extracted[key] = _extract(jg, saved, sym, twins, base_tensors)
@@ -436,6 +479,15 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             # buffer of its own: the full model is the faithful one.
             lean = least_peak_plan(lin.lean_chain)
             out.append(evaluate(lin, make_plan(lin.chain, lean.checkpoints)))
+        if jg.channels_last:
+            # Channels-last, a convolution's backward reorders only weights, so the chain charges
+            # its stage little scratch; the chain charging the contiguous layout's reorders (an
+            # input-sized transient per convolution) places its cuts elsewhere, and where the
+            # replay misses what Inductor keeps around a recomputed segment, that plan can be the
+            # lower (HF MobileNetV2 128 px: 69.6 MiB predicted, 64.7 measured, against 77.5 and
+            # 74.7 for the channels-last chain's plan, 2026-12-04): the replay picks.
+            wide = linearize(replace(jg, channels_last=False), base_tensors, always, score=least)
+            out.append(evaluate(wide, least_peak_plan(wide.chain), label="reorders"))
         return out
 
     def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
@@ -585,7 +637,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor),
+    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last),
                       step_seconds(fw, bw, jg.inductor))
 
 

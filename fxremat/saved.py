@@ -11,7 +11,12 @@ Invariants, after :func:`close_over_bans`:
   one: where it would, the first recomputed value past it is saved instead;
 * every other input that the backward or its recomputation reads is saved (parameters and
   inputs are held anyway, so that costs nothing).
-* with ``redraw=False`` no random op is recomputed either: its values are saved.
+* with ``redraw=False`` no random op is recomputed either: its values are saved;
+* Inductor's seeds op (``prims.inductor_seeds``, what its decomposition of ``rand`` and dropout
+  draws from) is never recomputed: its few int64 seeds are saved and the random values computed
+  from them are recomputed exactly.  Replayed, it fails inside Inductor's lowering on the CPU
+  ("Backend not supported" for ``run_and_save_rng_state``; HF ViTMAE's random masking), after the
+  partitioner returned, where no fallback can catch it.
 """
 
 from __future__ import annotations
@@ -98,6 +103,8 @@ def _walk(jg: JointGraph, saved: dict[fx.Node, None], position: dict[fx.Node, in
         ban = facts[node].recompute_ban
         if ban is None and not redraw and _torch.is_random(node):
             ban = "random op (its values are saved, not drawn again)"
+        if ban is None and _torch.is_inductor_seeds(node):
+            ban = "Inductor's seeds (saved: it does not lower a replayed generator state around them)"
         if ban is not None:
             if node in exposed:
                 w.blocked.add(node)

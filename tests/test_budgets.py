@@ -155,7 +155,7 @@ def test_every_budget_on_the_curve(monkeypatch):
     budgets = [p.peak_bytes for p in plans]
     peaks = [reports[b].predicted_peak_bytes for b in budgets]
     assert peaks == sorted(peaks, reverse=True), peaks
-    own = [memos[0].extracted[("always", p.checkpoints)].timeline.peak_bytes for p in plans]  # replayed
+    own = [memos[0].for_layout(False).extracted[("always", p.checkpoints)].timeline.peak_bytes for p in plans]  # replayed
     for b, own_peak in zip(budgets, own):
         r = reports[b]
         assert r.budget_met and r.budget_bytes == b, r
@@ -227,7 +227,7 @@ def test_min_cut_at_the_same_fraction_never_dominates_the_pair_run(name):
         return FRACTIONS[1:]
 
     reports = plan_each(model, inputs, budgets)
-    rivals = fxremat.partitioner._MEMOS[joints[0]].rivals
+    rivals = fxremat.partitioner._MEMOS[joints[0]].for_layout(False).rivals
     assert set(fxremat.partitioner.RIVAL_GRID) <= set(rivals), sorted(rivals)  # every grid fraction was a candidate
     checked = []
     for f in FRACTIONS[1:]:

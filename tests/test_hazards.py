@@ -1385,6 +1385,40 @@ def test_inductor_made_safe_min_cut_pair_saves_its_random_values():
     assert_same(ours, min_cut, tol=VS_EAGER_INDUCTOR, what="fxremat vs min-cut, Inductor RNG", rng=False)
 
 
+class RandomMasking(nn.Module):
+    """ViTMAE-style: ``torch.rand`` noise, argsort, keep half the tokens, then residual MLP blocks."""
+
+    def __init__(self, d: int = 32, layers: int = 4):
+        super().__init__()
+        self.embed = nn.Linear(8, d)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                    for _ in range(layers))
+        self.head = nn.Linear(d, 8)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        keep = torch.argsort(torch.rand(b, n, device=x.device), dim=1)[:, : n // 2]
+        h = torch.gather(self.embed(x), 1, keep.unsqueeze(-1).expand(-1, -1, self.embed.out_features))
+        for block in self.blocks:
+            h = h + block(h)
+        return self.head(h)
+
+
+@pytest.mark.inductor
+def test_inductor_seeds_are_saved_not_replayed():
+    """Inductor decomposes ``torch.rand`` into draws from its seeds op (``prims.inductor_seeds``).
+    A plan whose backward recomputed that op wrapped it for RNG replay, which Inductor cannot lower
+    on the CPU ("Backend not supported" for ``run_and_save_rng_state``, raised while compiling the
+    backward, after the partitioner returned, so no fallback could catch it: HF ViTMAE's random
+    masking failed so, 2026-12-04).  The seeds are saved instead: it compiles, and its gradients
+    equal those of ``torch.compile``'s default (same seed, same numbers)."""
+    factory = lambda: (RandomMasking(), (torch.randn(4, 16, 8),))  # noqa: E731
+    ours = run_step(factory, FXREMAT, compiler="inductor")
+    assert any(r.chosen == "fxremat" and r.plan.checkpoints for r in ours.reports)
+    native = run_step(factory, MIN_CUT, compiler="inductor")
+    assert_same(ours, native, tol=VS_EAGER_INDUCTOR, what="fxremat vs min-cut, Inductor RNG", rng=False)
+
+
 @pytest.mark.inductor
 def test_inductor_batchnorm_running_stats():
     check_hazard(lambda: (BatchNormNet(c=8, n=4).train(), (torch.randn(4, 3, 8, 8, requires_grad=True),)),

@@ -92,9 +92,10 @@ def test_partition_memo_dies_with_the_joint_graph():
         for b in (None, 0.5, None):
             handed.extend(fxremat.partition(joint, joint_inputs, options=Options(memory_budget=b), **kwargs))
         memo = fxremat.partitioner._MEMOS[joint]
-        assert memo.min_cuts and memo.extracted and memo.rivals
+        layouts = list(memo.layouts.values())  # one per CPU layout planned
+        assert memo.min_cuts and layouts and all(m.extracted and m.rivals for m in layouts)
         memoized = {id(g) for pair in memo.min_cuts.values() for g in pair}
-        memoized |= {id(g) for e in memo.extracted.values() for g in (e.fw, e.bw)}
+        memoized |= {id(g) for m in layouts for e in m.extracted.values() for g in (e.fw, e.bw)}
         assert not memoized & {id(g) for g in handed}, "a memoized graph was handed out"
         return handed[-2], handed[-1]
 

@@ -147,13 +147,9 @@ def test_fused_pointwise_chain_adds_no_bytes():
     assert max(ind.values()) <= _nbytes(total) * 2  # the sum and the final product: scalars
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fusion.readers_fusible (for the replay and the chain alike) conservatively refuses to fuse a value whose reader "
-    "is a graph output: relu(x*2+1).sum() returned allocates relu in the Inductor-aware replay, though "
-    "Inductor fuses it into the sum.  Fusing it keeps the value's inputs alive until the returned "
-    "reader's position in the replay, which on the resnet_bn fxremat pair raised the replayed peak "
-    "from 1.33 to 1.94 MB (Inductor runs the fused kernel at its first node's position)"))
 def test_fused_pointwise_chain_before_a_returned_sum_adds_no_bytes():
+    """relu(x*2+1).sum() returned: Inductor computes relu inside the sum's kernel (a reduction that
+    is a graph output, such as a batch norm's bias gradient, still fuses its pointwise inputs)."""
     gm, _, ind = _replay(lambda x: (torch.relu(x * 2 + 1).sum(),), torch.randn(N))
     (relu,) = _named(gm, aten.relu.default)
     assert relu in fused_in(gm.graph)
@@ -382,7 +378,7 @@ def _models():
 @pytest.mark.usefixtures("fresh_compile")
 @pytest.mark.parametrize("name", ["gpt", "rmsnorm_lm", "resnet_bn", "unet"])
 @pytest.mark.parametrize("partitioner", ["fxremat", "min-cut"])
-def test_inductor_peak_at_most_plain_peak_on_real_pairs(name, partitioner):
+def test_inductor_replay_of_real_pairs(name, partitioner):
     if (name, partitioner) == ("rmsnorm_lm", "min-cut") and torch.__version__ < "2.13":
         # torch 2.11's min-cut pair meets the replay's known gap (a fused kernel placed at its
         # reader keeps its inputs alive until then: test_inductor_peak_at_most_plain_peak_small):
@@ -395,8 +391,9 @@ def test_inductor_peak_at_most_plain_peak_on_real_pairs(name, partitioner):
     assert calls
     for fw, bw, n in calls:
         plain, ind = simulate(fw, bw, n), simulate(fw, bw, n, inductor=True)
-        assert ind.peak_bytes <= plain.peak_bytes, (name, ind.peak_bytes, plain.peak_bytes)
-        assert ind.labels == plain.labels and ind.forward_steps == plain.forward_steps
+        # the same nodes, a value Inductor realizes when its extern reader is lowered moved to it
+        # (memory._realized_when_read); its peak can be the higher (inputs held until then)
+        assert sorted(ind.labels) == sorted(plain.labels) and ind.forward_steps == plain.forward_steps
         for graph in (fw.graph, bw.graph):
             returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
             assert not returned & fused_in(graph), "a returned value treated as fused"
@@ -407,3 +404,25 @@ def test_inductor_peak_at_most_plain_peak_on_real_pairs(name, partitioner):
             # the partitioner's predictions are the Inductor-aware replay of the pair it returned
             chosen = report.fxremat if report.chosen == "fxremat" else report.min_cut
             assert chosen.peak_bytes == simulate(fw, bw, n, inductor=True).peak_bytes
+
+
+@pytest.mark.inductor
+@pytest.mark.usefixtures("fresh_compile")
+def test_batch_norm_network_predicted_within_5_percent_through_inductor():
+    """A residual network with batch norm through ``fxremat.backend``: the replay's predicted peak
+    against the allocator's.  Each batch norm's bias gradient is a returned reduction, which
+    Inductor fuses with the input gradient's pointwise chain, and that chain is stored only when
+    the convolution backward reading it is lowered: the replay fuses the one and moves the other
+    (2026-12-04: 1,517,672 B predicted, 1,508,616 measured; 1,330,408 predicted before)."""
+    from zoo import make_resnet_bn
+
+    from fxremat.profiling import peak_of_training_step
+
+    case = make_resnet_bn()
+    fxremat.last_reports(clear=True)
+    with _torch.caches_disabled():
+        model = torch.compile(case.model, backend=fxremat.backend)
+        loss_of(model(*case.inputs)).backward()
+        measured = peak_of_training_step(model, case.inputs, loss_of)
+    (report,) = fxremat.last_reports(clear=True)
+    assert abs(report.predicted_peak_bytes - measured) <= 0.05 * measured, (report.predicted_peak_bytes, measured)
