@@ -1,6 +1,8 @@
 """The CPU layout of fxremat's compiled pairs (``_torch.compile_with_inductor(cpu_layout=...)``):
-channels-last in both graphs where the forward has a depthwise convolution and Inductor would lay
-it out channels-last, contiguous in both otherwise; never one graph channels-last and the other not."""
+channels-last in both graphs where the forward has a depthwise convolution or reads a channels-last
+input and Inductor would lay it out channels-last (unless the plan in the contiguous layout
+predicts clearly less), contiguous in both otherwise; never one graph channels-last and the other
+not."""
 
 from __future__ import annotations
 
@@ -54,6 +56,17 @@ def test_depthwise_network_runs_channels_last_in_both_graphs(monkeypatch):
 def test_dense_network_runs_contiguous_in_both_graphs(monkeypatch):
     seen = _layouts(monkeypatch, _cnn(depthwise=False), torch.randn(2, 3, 16, 16))
     assert seen == {False: False, True: False}
+
+
+@pytest.mark.inductor
+def test_dense_network_fed_channels_last_runs_channels_last_in_both_graphs(monkeypatch):
+    """A model and input the caller laid out channels-last (``model.to(memory_format=...)``)
+    are not converted to contiguous: a torchvision-style ResNet fed so measured 1.93 MiB compiled
+    contiguous against min-cut's 1.90 channels-last, and 1.56 planned and compiled channels-last."""
+    model = _cnn(depthwise=False).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 16, 16).contiguous(memory_format=torch.channels_last)
+    seen = _layouts(monkeypatch, model, x)
+    assert seen == {False: True, True: True}
 
 
 def test_depthwise_detection():
