@@ -495,9 +495,8 @@ def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
     """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
     channels-last (``compile_with_inductor(cpu_layout="depthwise")``): its convolutions run on the
     CPU, one of them is depthwise or reads a channels-last input, and Inductor would lay the graph
-    out channels-last; a forward
-    the partitioner marked (:data:`CPU_LAYOUT_MARK`, it planned both layouts) runs as marked where
-    that holds."""
+    out channels-last.  A forward the partitioner marked contiguous (:data:`CPU_LAYOUT_MARK`: it
+    planned both layouts and chose that one) runs contiguous."""
     mark = getattr(gm, "meta", {}).get(CPU_LAYOUT_MARK)
     if mark is False:
         return False

@@ -108,6 +108,12 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
     if isinstance(target, torch._ops.OpOverload):
         if _torch.is_random(node) and not _torch.can_replay_rng():
             return "random op (this torch cannot replay its RNG state)"
+        if _torch.is_inductor_seeds(node):
+            # its few int64 seeds are saved and the values drawn from them recomputed exactly;
+            # replayed, it fails in Inductor's CPU lowering ("Backend not supported" for
+            # run_and_save_rng_state) after the partitioner returned, where no fallback can catch
+            # it (HF ViTMAE's random masking, 2026-12-04)
+            return "Inductor's seeds op (Inductor does not lower a replayed generator state around it)"
         if target.namespace == "_c10d_functional" or target.namespace == "c10d":
             return "collective"
         if target._schema.is_mutable:

@@ -91,24 +91,24 @@ def scratch_bytes(node: fx.Node, channels_last: bool = False) -> int:
     """Bytes a kernel allocates and frees inside the op (oneDNN on the CPU, torch 2.13).
     Contiguous: operand reorders of a convolution (input + weight, or an output-sized buffer
     where that is larger), of its backward (grad_output + input + weight; no input without an
-    input gradient) and batch norm's
-    backward (one input-sized temporary).  ``channels_last`` (the layout fxremat's backends
-    compile a depthwise network in, :func:`_torch.cpu_channels_last`): activations need no
-    reorder, only weights: a convolution's weight, its backward's weight and weight gradient (a
-    depthwise one larger than 3x3: :data:`DEPTHWISE_WGRAD_PER_WEIGHT_BYTE`).  A 1x1, stride-1
+    input gradient) and batch norm's backward (one input-sized temporary).  ``channels_last``
+    (the layout fxremat's backends compile a depthwise network in,
+    :func:`_torch.cpu_channels_last`): activations need no reorder, only weights: a convolution's
+    weight, its backward's weight and weight gradient (a depthwise one larger than 3x3:
+    :data:`DEPTHWISE_WGRAD_PER_WEIGHT_BYTE`).  A 1x1, stride-1
     convolution on one thread (:func:`_one_thread_unit_kernel`) reorders nothing in either layout.
     Measured 2026-12-04, HF MobileNetV2's stride-2 depthwise backward: 15.4 MiB contiguous, 10 KB
     channels-last.  0 for every other op."""
     packet = getattr(node.target, "overloadpacket", None)
     aten = torch.ops.aten
     if packet is aten.convolution:
-        if _one_thread_unit_kernel(node.args[1], node.args[3], node.args[4], node.args[6], node.args[8]):
+        if _one_thread_unit_kernel(node.args[1], node.args[3:9]):
             return 0
         if channels_last:
             return _bytes(node.args[1])
         return max(_bytes(node.args[0]) + _bytes(node.args[1]), _bytes(node))
     if packet is aten.convolution_backward:
-        if _one_thread_unit_kernel(node.args[2], node.args[4], node.args[5], node.args[7], node.args[9]):
+        if _one_thread_unit_kernel(node.args[2], node.args[4:10]):
             return 0
         if channels_last:
             return _weight_scratch(node.args[2])
@@ -126,7 +126,7 @@ def backward_scratch_bytes(node: fx.Node, channels_last: bool = False) -> int:
     """:func:`scratch_bytes` of the backward kernel of forward node ``node`` (a convolution's
     backward reorders its output's gradient, its input and its weight; channels-last, its weight)."""
     if getattr(node.target, "overloadpacket", None) is torch.ops.aten.convolution:
-        if _one_thread_unit_kernel(node.args[1], node.args[3], node.args[4], node.args[6], node.args[8]):
+        if _one_thread_unit_kernel(node.args[1], node.args[3:9]):
             return 0
         if channels_last:
             return _weight_scratch(node.args[1])
@@ -134,14 +134,16 @@ def backward_scratch_bytes(node: fx.Node, channels_last: bool = False) -> int:
     return 0
 
 
-def _one_thread_unit_kernel(weight: Any, stride: Any, padding: Any, transposed: Any, groups: Any) -> bool:
-    """A 2-d 1x1 convolution, stride 1, no padding, not transposed, one group, run on one thread
+def _one_thread_unit_kernel(weight: Any, params: tuple) -> bool:
+    """``weight`` and ``params`` (stride, padding, dilation, transposed, output padding, groups)
+    describe a 2-d 1x1 convolution, stride 1, no padding, not transposed, one group, run on one thread
     (``torch.get_num_threads()`` when planning): oneDNN then computes it as a matrix product on the
     operands as they lie, with no reorder, forward or backward, contiguous or channels-last; on two
     threads the same op reorders as any other (measured 2026-12-04, torch 2.13, AMD EPYC with
     AVX512, batch 8: 256 -> 64 channels at 40 px, forward / backward scratch 0 / 0 MiB on one
     thread, 12.6 / 15.7 on two; HF ResNet-50's bottlenecks are two thirds 1x1 convolutions, and
     charging them scratch at one thread put its least-peak replay 10% above the measured peak)."""
+    stride, padding, _dilation, transposed, _output_padding, groups = params  # convolution's order
     val = weight.meta.get("val") if isinstance(weight, fx.Node) else None
     return (torch.get_num_threads() == 1 and isinstance(val, torch.Tensor) and val.dim() == 4
             and tuple(val.shape[2:]) == (1, 1) and list(stride) == [1, 1] and not any(padding)

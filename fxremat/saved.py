@@ -3,7 +3,8 @@
 Invariants, after :func:`close_over_bans`:
 
 * the backward recomputes no forward node with a recompute ban (effectful, mutating, reading a
-  mutated input, MUST_SAVE, random where the RNG state cannot be replayed): every such value it needs is saved instead;
+  mutated input, MUST_SAVE, random where the RNG state cannot be replayed, Inductor's seeds op:
+  ``analysis.NodeFacts.recompute_ban``): every such value it needs is saved instead;
 * fxremat keeps a reference to a *caller-visible* tensor (one living in the storage of a user
   input or of a returned output) only where eager autograd keeps one too: where a backward node
   of the joint graph reads it directly (the others are ``JointGraph.caller_visible``).  The caller may edit such a tensor between forward and
@@ -11,12 +12,7 @@ Invariants, after :func:`close_over_bans`:
   one: where it would, the first recomputed value past it is saved instead;
 * every other input that the backward or its recomputation reads is saved (parameters and
   inputs are held anyway, so that costs nothing).
-* with ``redraw=False`` no random op is recomputed either: its values are saved;
-* Inductor's seeds op (``prims.inductor_seeds``, what its decomposition of ``rand`` and dropout
-  draws from) is never recomputed: its few int64 seeds are saved and the random values computed
-  from them are recomputed exactly.  Replayed, it fails inside Inductor's lowering on the CPU
-  ("Backend not supported" for ``run_and_save_rng_state``; HF ViTMAE's random masking), after the
-  partitioner returned, where no fallback can catch it.
+* with ``redraw=False`` no random op is recomputed either: its values are saved.
 """
 
 from __future__ import annotations
@@ -103,8 +99,6 @@ def _walk(jg: JointGraph, saved: dict[fx.Node, None], position: dict[fx.Node, in
         ban = facts[node].recompute_ban
         if ban is None and not redraw and _torch.is_random(node):
             ban = "random op (its values are saved, not drawn again)"
-        if ban is None and _torch.is_inductor_seeds(node):
-            ban = "Inductor's seeds (saved: it does not lower a replayed generator state around them)"
         if ban is not None:
             if node in exposed:
                 w.blocked.add(node)
@@ -143,10 +137,10 @@ def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph
         joint_node = by_name.get(node.name)
         if node.op == "call_function" and joint_node is not None:
             fact = jg.facts[joint_node]
-            if fact.role is Role.FORWARD and fact.recompute_ban is not None:
-                out.append(f"would recompute {node.name} ({fact.recompute_ban})")
-            elif fact.role is Role.FORWARD and _torch.is_random(node):
+            if fact.role is Role.FORWARD and _torch.is_random(node):  # first: what min-cut itself gets wrong
                 out.append(f"would recompute random {node.name} (min-cut does not replay its RNG state)")
+            elif fact.role is Role.FORWARD and fact.recompute_ban is not None:
+                out.append(f"would recompute {node.name} ({fact.recompute_ban})")
     exposed = jg.caller_visible
     fw_output = mc_fw.graph.find_nodes(op="output")[0].args[0]
     for value in fw_output[jg.num_fwd_outputs:]:
