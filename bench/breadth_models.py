@@ -603,3 +603,118 @@ CASES.update({
     "poolformer": lambda: vision("PoolFormerForImageClassification", "PoolFormerConfig", image=32, depths=[1, 1, 2, 1],
                                  hidden_sizes=[16, 24, 32, 48], drop_path_rate=0.1),
 })
+
+
+# ---- third-party architectures, round 3 (transformers, random weights) ----
+def deit_distilled(batch=2, image=32, classes=10):
+    """DeiT with teacher head: class and distillation tokens, two heads averaged (the model has no loss: CE here)."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.DeiTConfig(num_labels=classes, image_size=image, patch_size=4, hidden_size=64, num_hidden_layers=3,
+                                  num_attention_heads=4, intermediate_size=128)
+    hf = transformers.DeiTForImageClassificationWithTeacher(cfg)
+    y = torch.arange(batch) % classes
+    return KW(hf, ("pixel_values",), "logits"), (torch.randn(batch, 3, image, image),), lambda o: F.cross_entropy(o, y)
+
+
+def speech2text(batch=2, frames=32, feats=16, target=8, vocab=512):
+    """Conv1d subsampling with GLU (two stride-2 convs), sinusoidal positions, encoder-decoder, padded frames."""
+    inputs = {"input_features": torch.randn(batch, frames, feats), "attention_mask": pad_mask(batch, frames),
+              "labels": torch.randint(3, vocab, (batch, target))}
+    return hf_model("Speech2TextForConditionalGeneration", "Speech2TextConfig", inputs, vocab_size=vocab, d_model=64,
+                    encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                    encoder_ffn_dim=128, decoder_ffn_dim=128, input_feat_per_channel=feats, input_channels=1,
+                    num_conv_layers=2, conv_kernel_sizes=(5, 5), conv_channels=64, max_source_positions=64,
+                    max_target_positions=32, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                    pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, use_cache=False)
+
+
+def siglip(batch=4, seq=16, vocab=512):
+    """Two towers, sigmoid pairwise loss (logit_scale.exp() and logit_bias), last-token text pooling, attention-pool head."""
+    inputs = {"input_ids": torch.randint(3, vocab, (batch, seq)), "pixel_values": torch.randn(batch, 3, 32, 32)}
+    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=seq)
+    vis = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+               patch_size=4)
+    return hf_model("SiglipModel", "SiglipConfig", inputs, {"return_loss": True}, text_config=text, vision_config=vis)
+
+
+CASES.update({
+    # router softmax, top-k, per-expert index_add dispatch (data-dependent), router aux loss added to the LM loss
+    "mixtral": lambda: lm("MixtralForCausalLM", "MixtralConfig", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                          output_router_logits=True, router_aux_loss_coef=0.02, max_position_embeddings=64),
+    # alternating global / local (banded causal mask) attention layers, fp32 attention upcast
+    "gpt-neo": lambda: lm("GPTNeoForCausalLM", "GPTNeoConfig", hidden_size=64, num_layers=2, num_heads=4,
+                          attention_types=[[["global", "local"], 1]], window_size=8, max_position_embeddings=64,
+                          resid_dropout=0.0, embed_dropout=0.0, attention_dropout=0.0, attn="eager"),
+    # multi-query attention: one K/V head broadcast to all heads, fused c_attn split unevenly
+    "gptbigcode": lambda: lm("GPTBigCodeForCausalLM", "GPTBigCodeConfig", n_embd=64, n_layer=3, n_head=4, multi_query=True,
+                             n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+    # tanh logit soft-capping (attention and final), sliding-window layers alternating, pre+post norms, sqrt(d) embed scale
+    "gemma2": lambda: lm("Gemma2ForCausalLM", "Gemma2Config", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                         attn_logit_softcapping=50.0, final_logit_softcapping=30.0, query_pre_attn_scalar=16,
+                         max_position_embeddings=64, attn="eager"),
+    # fused qkv_proj and gate_up_proj split by slicing, residual dropout
+    "phi3": lambda: lm("Phi3ForCausalLM", "Phi3Config", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                       original_max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                       resid_pdrop=0.1),
+    # parallel attention+MLP block off one bias-free LayerNorm, per-head q/k LayerNorm, interleaved rotary, logit scale
+    "cohere": lambda: lm("CohereForCausalLM", "CohereConfig", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, use_qk_norm=True, logit_scale=0.0625,
+                         max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    # selective scan, pure-torch slow path: a Python loop over time steps, causal depthwise conv1d, softplus dt
+    "mamba": lambda: lm("MambaForCausalLM", "MambaConfig", seq=16, mask=False, hidden_size=32, state_size=8,
+                        num_hidden_layers=2, expand=2, conv_kernel=4, time_step_rank=4, use_mambapy=False, attn="eager"),
+    # bottleneck in/out projections around narrow attention, stacked FFNs, NoNorm (elementwise affine, no statistics)
+    "mobilebert": lambda: lm("MobileBertForMaskedLM", "MobileBertConfig", hidden_size=64, embedding_size=32,
+                             intra_bottleneck_size=32, true_hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             intermediate_size=64, num_feedforward_networks=2, normalization_type="no_norm",
+                             max_position_embeddings=64, attn="eager"),
+    # grouped 1x1 conv1d in place of every Linear (channels-first layout, permutes)
+    "squeezebert": lambda: lm("SqueezeBertForMaskedLM", "SqueezeBertConfig", hidden_size=64, embedding_size=64,
+                              num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, q_groups=4, k_groups=4,
+                              v_groups=4, post_attention_groups=2, intermediate_groups=4, output_groups=4,
+                              max_position_embeddings=64, attn="eager"),
+    # sequence mean-pooling between blocks (separate cls), relative-shift attention, upsampling decoder with residual
+    "funnel": lambda: lm("FunnelForMaskedLM", "FunnelConfig", d_model=64, n_head=4, d_head=16, d_inner=128,
+                         block_sizes=[1, 1, 1], num_decoder_layers=1, hidden_dropout=0.1, attention_dropout=0.0,
+                         attn="eager"),
+    # Longformer sliding-chunk attention (as_strided / diagonal views, pad to window multiple) in an encoder-decoder
+    "led": lambda: lm("LEDForConditionalGeneration", "LEDConfig", d_model=64, encoder_layers=2, decoder_layers=2,
+                      encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                      max_encoder_position_embeddings=64, max_decoder_position_embeddings=64, attention_window=[8, 8],
+                      dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, pad_token_id=0, bos_token_id=1,
+                      eos_token_id=2, decoder_start_token_id=2, use_cache=False, attn="eager", enc_dec=True),
+    # class + distillation tokens, two heads averaged
+    "deit-distilled": deit_distilled,
+    # scaled cosine attention with clamped logit_scale.exp(), log-spaced continuous position bias MLP, res-post-norm
+    "swinv2": lambda: vision("Swinv2ForImageClassification", "Swinv2Config", image=32, image_size=32, patch_size=2,
+                             embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4, drop_path_rate=0.1),
+    # spatial-reduction attention (strided conv on K/V), overlapping patch embeds, depthwise conv inside the MLP
+    "pvtv2": lambda: vision("PvtV2ForImageClassification", "PvtV2Config", image=32, image_size=32, num_encoder_blocks=2,
+                            depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                            patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[4, 4], drop_path_rate=0.1),
+    # depthwise-conv + BatchNorm q/k/v projections on token maps (reshape to NCHW and back), class token in the last stage
+    # (depth [1, 2], not [1, 1]: CvtStage indexes its drop-path list by stage number.  The key projection's
+    # BatchNorm bias shifts every key alike, so its gradient is zero in exact arithmetic and its error relative
+    # to its largest entry is noise against noise, for min-cut as for fxremat: compare cvt with min-cut, not eager)
+    "cvt": lambda: vision("CvtForImageClassification", "CvtConfig", image=32, patch_sizes=[7, 3], patch_stride=[4, 2],
+                          patch_padding=[2, 1], embed_dim=[16, 32], num_heads=[1, 2], depth=[1, 2], mlp_ratio=[4.0, 4.0],
+                          attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0], drop_path_rate=[0.0, 0.1],
+                          qkv_bias=[False, False], cls_token=[False, True], qkv_projection_method=["dw_bn", "dw_bn"],
+                          kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2], padding_q=[1, 1], stride_q=[1, 1]),
+    # weight-standardized convs (batch_norm over the weight each call), pre-activation GroupNorm bottlenecks
+    "bit": lambda: vision("BitForImageClassification", "BitConfig", image=32, embedding_size=16, hidden_sizes=[32, 64],
+                          depths=[1, 1], num_groups=8, layer_type="preactivation"),
+    # ReLU6, TF "same" padding computed per layer (F.pad before each conv), 13 depthwise-separable blocks
+    "mobilenetv1": lambda: vision("MobileNetV1ForImageClassification", "MobileNetV1Config", image=32, image_size=32,
+                                  depth_multiplier=0.25, min_depth=8, classifier_dropout_prob=0.2),
+    # Conv1d subsampling with GLU, padded frames (attention mask derived from conv output lengths), encoder-decoder
+    "speech2text": speech2text,
+    # sigmoid pairwise contrastive loss (logit scale and bias), multi-head attention-pool head
+    "siglip": siglip,
+})

@@ -168,8 +168,10 @@ def _reinplaced(node: fx.Node) -> bool:
     """An index-put, which writes into a copy of its first argument and which Inductor runs in
     place when that argument dies at it (its reinplacing pass): an embedding's gradient,
     accumulated into a buffer of zeros, is one buffer, not two (HF Llama, sequence 256: 8 MiB
-    over-predicted)."""
-    return _torch.index_put_name(node) is not None
+    over-predicted).  Not when that argument is itself an index-put's output: Inductor then writes
+    a copy (measured on two chained accumulating puts, 2026-12-04; fxremat.lowering merges the
+    chains it can)."""
+    return _torch.index_put_name(node) is not None and _torch.index_put_name(node.args[0]) is None
 
 
 def fused_in(graph: fx.Graph) -> set[fx.Node]:

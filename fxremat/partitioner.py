@@ -54,7 +54,8 @@ from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
-from .lowering import accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout, sum_small_dims_by_matmul
+from .lowering import (accumulate_into_addend, keep_matmuls_in_place, merge_accumulating_puts, store_permuted_fanout,
+                       sum_small_dims_by_matmul)
 from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
@@ -632,6 +633,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
     bw = recompute_just_in_time(bw, jg, held={n.name for n in held} if REBUILD_NEAR_USE else None)
     if jg.inductor:
         accumulate_into_addend(bw)  # first: the add it removes is then no addmm to keep apart
+        merge_accumulating_puts(bw)  # after it: the accumulations it chains into one buffer
         sum_small_dims_by_matmul(bw)
         keep_matmuls_in_place(bw)
         store_permuted_fanout(fw)

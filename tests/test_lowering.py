@@ -3,6 +3,9 @@ is rewritten as the transpose of the transposed product, so Inductor's post-grad
 turn the pair into one ``addmm`` at the add (which keeps the matmul's operands alive until then).
 ``lowering.accumulate_into_addend``: ``x + put_acc(zeros, ...)`` (a tied embedding's gradient
 added to its head's) becomes ``put_acc(x, ...)``: one weight-sized buffer instead of three.
+``lowering.merge_accumulating_puts``: two accumulations into one buffer (a token embedding tied
+three ways: encoder, decoder, head) become one accumulation of the concatenated rows, which
+Inductor runs in place (the second of a chain it runs on a copy).
 ``lowering.sum_small_dims_by_matmul``: a sum over a batch of 2 (which Inductor inlines into its
 readers) becomes ``mm(ones, x)``, and its accumulation into an earlier sum ``addmm``: each layer's
 contribution to a shared position bias is reduced and added where it is computed.
@@ -147,6 +150,39 @@ def test_accumulation_left_alone_when_the_addend_is_read_again():
 
     gm = make_fx(read_again, tracing_mode="fake")(*TIED_ARGS)
     assert accumulate_into_addend(gm) == 0  # the head gradient is read after the add: not written over
+
+
+def _three_way_tied_gradient(head_grad_in, idx, values, idx2, values2):
+    """A token embedding shared by an encoder, a decoder and the head (BART, T5): the head's gradient,
+    then the decoder's rows accumulated into it, then the encoder's (accumulate_into_addend's output)."""
+    head = head_grad_in.t() @ head_grad_in.new_ones(16, 64)
+    put = torch.ops.aten._unsafe_masked_index_put_accumulate
+    dec = put(head, (idx != 3).unsqueeze(-1), [idx], torch.tanh(values))
+    return (put(dec, (idx2 >= 0).unsqueeze(-1), [idx2], values2 * 2),)
+
+
+THREE_WAY_ARGS = (torch.randn(16, 128), torch.tensor([[3, 3, 7], [0, 127, 3]]), torch.randn(2, 3, 64),
+                  torch.tensor([1, 3, 3, 30]), torch.randn(4, 64))  # 10 rows of 64 into a (128, 64) buffer
+
+
+def _chained_puts(gm: fx.GraphModule) -> list[fx.Node]:
+    name = lambda n: getattr(getattr(n.target, "overloadpacket", None), "__name__", "")  # noqa: E731
+    return [n for n in gm.graph.nodes if name(n) == "_unsafe_masked_index_put_accumulate"
+            and name(n.args[0]) == "_unsafe_masked_index_put_accumulate"]
+
+
+def test_chained_accumulations_into_one_buffer_become_one():
+    gm = rewritten_exactly(_three_way_tied_gradient, THREE_WAY_ARGS, lowering.merge_accumulating_puts, _chained_puts)
+    (put,) = [n for n in gm.graph.nodes if n.target is aten._unsafe_masked_index_put_accumulate.default]
+    assert put.args[0].target is aten.mm.default  # accumulates into the head's gradient itself
+    assert tuple(put.args[3].meta["val"].shape) == (10, 64)  # 6 decoder rows, then 4 encoder rows
+
+
+def test_chained_accumulations_of_more_rows_than_the_buffer_are_left_alone():
+    many = (torch.randn(16, 128), torch.randint(0, 128, (2, 20)), torch.randn(2, 20, 64),
+            torch.randint(0, 128, (10,)), torch.randn(10, 64))  # 50 rows of 64 into a (128, 64) buffer
+    gm = make_fx(_three_way_tied_gradient, tracing_mode="fake")(*many)
+    assert lowering.merge_accumulating_puts(gm) == 0  # the concatenated rows would outweigh the copy saved
 
 
 @pytest.mark.usefixtures("fresh_compile")
@@ -324,15 +360,35 @@ def test_t5_position_bias_gradient_planned_for_inductor(monkeypatch):
     from bench.hf_models import make_hf_case
 
     monkeypatch.setattr(lowering, "SUM_BY_MATMUL_MIN_BYTES", 0)
-    case = make_hf_case("t5", "tiny", mask=True)
+    bws = _backwards_planned_for_inductor(make_hf_case("t5", "tiny", mask=True))
+    assert any(n.target is aten.addmm.default for bw in bws for n in bw.graph.nodes)
+    assert not [n.name for bw in bws for n in _batch_sums(bw) if n.args[0].meta["val"].shape[0] == 2]
+
+
+def _backwards_planned_for_inductor(case) -> list[fx.GraphModule]:
+    """The backward graphs fxremat returns for an HF ``case`` planned for Inductor (no kernel
+    compiled), after checking that its gradients equal eager's."""
     ref = case.build()
     case.loss(ref.module(*ref.inputs), ref.target).backward()
     torch._dynamo.reset()
     built, calls = case.build(), []
     compiled = torch.compile(built.module, backend=inductor_mode_backend(partition, calls))
     case.loss(compiled(*built.inputs), built.target).backward()
-    bws = [bw for _, bw, _ in calls]
-    assert any(n.target is aten.addmm.default for bw in bws for n in bw.graph.nodes)
-    assert not [n.name for bw in bws for n in _batch_sums(bw) if n.args[0].meta["val"].shape[0] == 2]
     for (name, p), q in zip(built.module.named_parameters(), ref.module.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    return [bw for _, bw, _ in calls]
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_three_way_tied_embedding_accumulates_once():
+    """Tiny HF BART (token embedding shared by encoder, decoder and head), planned for Inductor: the
+    backward fxremat returns accumulates both embeddings' rows into the head's gradient in one
+    put (no put into another put's output), and the gradients equal eager's."""
+    pytest.importorskip("transformers")
+    from bench.hf_models import make_hf_case
+
+    case = make_hf_case("bart", "tiny", mask=True, vocab=1024)  # 96 rows of 32 into a (1024, 32) table
+    bws = _backwards_planned_for_inductor(case)
+    assert not any(_chained_puts(bw) for bw in bws)
+    assert any(n.target is aten._unsafe_masked_index_put_accumulate.default and n.args[3].target is aten.cat.default
+               for bw in bws for n in bw.graph.nodes), "the two embeddings' rows are accumulated by one put"
