@@ -155,11 +155,9 @@ def merge_accumulating_puts(gm: fx.GraphModule) -> int:
 
 def _put_rows(put: fx.Node) -> tuple[fx.Node | None, fx.Node, fx.Node] | None:
     """``(mask, index, values)`` of an accumulating put of whole rows of its first argument ``x``
-    (``mask`` None for ``index_put``): one index tensor of shape ``I``, values of shape ``I +
+    (``mask`` None for the unmasked puts): one index tensor of shape ``I``, values of shape ``I +
     x.shape[1:]``, a mask of shape ``I + (1,) * (x.dim() - 1)``; else None."""
     masked = _torch.index_put_name(put) == "_unsafe_masked_index_put_accumulate"
-    if not masked and _torch.index_put_name(put) != "index_put":
-        return None
     mask, indices, values = put.args[1:4] if masked else (None, *put.args[1:3])
     if not (isinstance(indices, (list, tuple)) and len(indices) == 1 and isinstance(indices[0], fx.Node)
             and isinstance(values, fx.Node) and (mask is None or isinstance(mask, fx.Node))):

@@ -29,7 +29,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from helpers import loss_of
 from test_inductor_replay import inductor_mode_backend
 
-from fxremat import lowering
+from fxremat import _torch, lowering
 from fxremat.lowering import (accumulate_into_addend, keep_matmuls_in_place, store_permuted_fanout,
                               sum_small_dims_by_matmul)
 from fxremat.partitioner import partition
@@ -130,10 +130,12 @@ def _tied_weight_gradient(head_grad_in, idx, values):
 TIED_ARGS = (torch.randn(16, 32), torch.tensor([3, 3, 7, 0, 31, 3]), torch.randn(6, 64))
 
 
+def _masked_put(node: object) -> bool:
+    return _torch.index_put_name(node) == "_unsafe_masked_index_put_accumulate"
+
+
 def _accumulating_puts_read_by_an_add(gm: fx.GraphModule) -> list[fx.Node]:
-    name = lambda n: getattr(getattr(n.target, "overloadpacket", None), "__name__", "")  # noqa: E731
-    return [n for n in gm.graph.nodes if name(n) == "_unsafe_masked_index_put_accumulate"
-            and any(u.target is aten.add.Tensor for u in n.users)]
+    return [n for n in gm.graph.nodes if _masked_put(n) and any(u.target is aten.add.Tensor for u in n.users)]
 
 
 def test_tied_embedding_gradient_accumulates_into_the_head_gradient():
@@ -166,9 +168,7 @@ THREE_WAY_ARGS = (torch.randn(16, 128), torch.tensor([[3, 3, 7], [0, 127, 3]]), 
 
 
 def _chained_puts(gm: fx.GraphModule) -> list[fx.Node]:
-    name = lambda n: getattr(getattr(n.target, "overloadpacket", None), "__name__", "")  # noqa: E731
-    return [n for n in gm.graph.nodes if name(n) == "_unsafe_masked_index_put_accumulate"
-            and name(n.args[0]) == "_unsafe_masked_index_put_accumulate"]
+    return [n for n in gm.graph.nodes if _masked_put(n) and _masked_put(n.args[0])]
 
 
 def test_chained_accumulations_into_one_buffer_become_one():
