@@ -59,6 +59,8 @@ class Contender:
                 return "not a transformers model: gradient_checkpointing_enable() does not apply"
             if not supported:
                 return "this transformers model does not support gradient checkpointing (supports_gradient_checkpointing=False)"
+            if getattr(case, "hf_ckpt_skip", ""):
+                return case.hf_ckpt_skip
         return None
 
     def prepare(self, module: nn.Module) -> tuple[nn.Module, "RecordingMinCut | None"]:

@@ -15,7 +15,11 @@ Families (``FAMILIES``): ``gpt2-eager`` and ``gpt2-sdpa`` (GPT-2 with either att
 implementation), ``llama``, ``bert`` (masked LM, dropout 0.1 everywhere BERT has dropout), ``t5``
 (encoder-decoder, labels for the decoder), ``qwen2`` (grouped-query attention, LM head tied to the
 embedding), ``bart`` (encoder-decoder with learned positions), ``vit``, ``convnext``, ``resnet`` (ResNet-50 layout),
-``mobilenetv2`` and ``efficientnet`` (B0).  Dropout is off in every other model, so gradients can be
+``mobilenetv2`` and ``efficientnet`` (B0); and, added as held-out checks after the planner was built
+(2026-12-04), ``gpt-neox`` (parallel branches, partial rotary), ``mistral`` (sliding window), ``opt``,
+``roberta``, ``whisper`` (speech encoder-decoder; its mask pads the decoder side), ``swin``, ``deit``
+(distillation token) and ``regnet`` (RegNetY-4.0GF: grouped convolutions, squeeze-excite), at one
+activation-dominated size each.  Dropout is off in every other model, so gradients can be
 compared with eager's.  The language models come with and without a padded ``attention_mask``
 (right padding: the last quarter of the second sequence is padding, its labels ignored).
 
@@ -66,6 +70,7 @@ class HFCase(Case):
     supports_gradient_checkpointing: bool = False  # the HF class has gradient_checkpointing_enable()
     kind: str = ""  # size name: weights | activations | tiny
     mask: bool = False  # a padded attention_mask is passed
+    hf_ckpt_skip: str = ""  # why per-layer checkpointing is not run on this case ("": it is)
 
     def loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if self.loss_kind == "own":
@@ -200,6 +205,74 @@ def build_bart(layers: int, d: int, heads: int, seq: int, target_seq: int, batch
     return _lm(hf, tensors)
 
 
+def build_gpt_neox(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int, mask: bool) -> Built:
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    # Parallel attention and MLP branches, partial rotary tables.
+    cfg = GPTNeoXConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=4 * d, max_position_embeddings=seq, hidden_dropout=0.0,
+                        attention_dropout=0.0, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return _lm(GPTNeoXForCausalLM(cfg), _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+def build_mistral(layers: int, d: int, heads: int, kv_heads: int, ffn: int, seq: int, batch: int, vocab: int,
+                  mask: bool) -> Built:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    # Sliding-window attention over half the sequence, grouped-query attention.
+    cfg = MistralConfig(vocab_size=vocab, hidden_size=d, intermediate_size=ffn, num_hidden_layers=layers,
+                        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=seq,
+                        sliding_window=seq // 2, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return _lm(MistralForCausalLM(cfg), _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+def build_opt(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int, mask: bool) -> Built:
+    from transformers import OPTConfig, OPTForCausalLM
+
+    cfg = OPTConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                    ffn_dim=4 * d, word_embed_proj_dim=d, max_position_embeddings=seq, dropout=0.0,
+                    attention_dropout=0.0, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    return _lm(OPTForCausalLM(cfg), _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+def build_roberta(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int, mask: bool) -> Built:
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    # Positions offset by padding_idx + 1 (its position table is two longer); no dropout.
+    cfg = RobertaConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=4 * d, max_position_embeddings=seq + 2, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = "sdpa"
+    tensors = _causal_lm_inputs(vocab, seq, batch, mask)
+    tensors["input_ids"] = tensors["input_ids"].clamp(min=cfg.pad_token_id + 1)  # no pad token inside
+    return _lm(RobertaForMaskedLM(cfg), tensors)
+
+
+def build_whisper(layers: int, d: int, heads: int, seq: int, target_seq: int, batch: int, vocab: int,
+                  mask: bool) -> Built:
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    # Speech encoder-decoder: two 1-d convolutions over ``seq`` mel frames (stride 2), sinusoidal
+    # encoder positions; ``mask`` pads the decoder side (decoder_attention_mask, labels ignored).
+    cfg = WhisperConfig(vocab_size=vocab, d_model=d, encoder_layers=layers, decoder_layers=layers,
+                        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=4 * d,
+                        decoder_ffn_dim=4 * d, num_mel_bins=80, max_source_positions=seq // 2,
+                        max_target_positions=target_seq, pad_token_id=1, bos_token_id=2, eos_token_id=2,
+                        decoder_start_token_id=3, suppress_tokens=None, begin_suppress_tokens=None, dropout=0.0,
+                        attention_dropout=0.0, activation_dropout=0.0, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    tensors = {"input_features": torch.randn(batch, 80, seq)}
+    labels = torch.randint(4, vocab, (batch, target_seq))
+    if mask:
+        tensors["decoder_attention_mask"] = _padding_mask(batch, target_seq)
+        labels[tensors["decoder_attention_mask"] == 0] = IGNORE
+    tensors["labels"] = labels
+    return _lm(WhisperForConditionalGeneration(cfg), tensors)
+
+
 # ---------------------------------------------------------------------------------- vision
 
 
@@ -252,6 +325,39 @@ def build_efficientnet(width: float, depth: float, hidden: int, image: int, batc
     return _vision(EfficientNetForImageClassification(cfg), image, batch, classes)
 
 
+def build_swin(widths: int, depths: tuple[int, ...], window: int, image: int, batch: int, classes: int = 1000) -> Built:
+    from transformers import SwinConfig, SwinForImageClassification
+
+    # Shifted windows (torch.roll, window partitions, a relative position bias table).
+    cfg = SwinConfig(image_size=image, embed_dim=widths, depths=list(depths),
+                     num_heads=[max(1, widths // 16) * 2 ** i for i in range(len(depths))], window_size=window,
+                     drop_path_rate=0.0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                     num_labels=classes)
+    cfg._attn_implementation = "sdpa"
+    return _vision(SwinForImageClassification(cfg), image, batch, classes)
+
+
+def build_deit(layers: int, d: int, heads: int, image: int, patch: int, batch: int, classes: int = 1000) -> Built:
+    from transformers import DeiTConfig, DeiTForImageClassificationWithTeacher
+
+    # Class and distillation tokens, two heads averaged.
+    cfg = DeiTConfig(hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * d,
+                     image_size=image, patch_size=patch, num_labels=classes, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = "sdpa"
+    return _vision(DeiTForImageClassificationWithTeacher(cfg), image, batch, classes)
+
+
+def build_regnet(depths: tuple[int, ...], widths: tuple[int, ...], groups: int, image: int, batch: int,
+                 classes: int = 1000) -> Built:
+    from transformers import RegNetConfig, RegNetForImageClassification
+
+    # RegNetY: grouped 3x3 convolutions and squeeze-excite in every block.
+    cfg = RegNetConfig(depths=list(depths), hidden_sizes=list(widths), groups_width=groups, layer_type="y",
+                       num_labels=classes)
+    return _vision(RegNetForImageClassification(cfg), image, batch, classes)
+
+
 # -------------------------------------------------------------------------------- registry
 
 
@@ -261,6 +367,7 @@ class Family:
     hf_class: str  # transformers class (for supports_gradient_checkpointing)
     fixed: dict[str, Any]  # size entries every size shares (e.g. attn)
     lm: bool  # a language model: the model's own loss, with and without a padding mask
+    hf_ckpt_skip: str = ""  # why the per-layer-checkpointing contender is not run ("": it is)
 
 
 FAMILIES: dict[str, Family] = {
@@ -276,6 +383,17 @@ FAMILIES: dict[str, Family] = {
     "resnet": Family(build_resnet, "ResNetForImageClassification", {}, False),
     "mobilenetv2": Family(build_mobilenetv2, "MobileNetV2ForImageClassification", {}, False),
     "efficientnet": Family(build_efficientnet, "EfficientNetForImageClassification", {}, False),
+    # Families added after the planner was built (2026-12-04), run once as held-out checks.
+    "gpt-neox": Family(build_gpt_neox, "GPTNeoXForCausalLM", {}, True),
+    "mistral": Family(build_mistral, "MistralForCausalLM", {}, True),
+    "opt": Family(build_opt, "OPTForCausalLM", {}, True),
+    "roberta": Family(build_roberta, "RobertaForMaskedLM", {}, True),
+    "whisper": Family(build_whisper, "WhisperForConditionalGeneration", {}, True),
+    "swin": Family(build_swin, "SwinForImageClassification", {}, False,
+                   hf_ckpt_skip="per-layer checkpointing's default compile did not finish in 15 minutes (Inductor's "
+                                "C++ tiling and sympy, 2026-12-04)"),
+    "deit": Family(build_deit, "DeiTForImageClassificationWithTeacher", {}, False),
+    "regnet": Family(build_regnet, "RegNetForImageClassification", {}, False),
 }
 LM_FAMILIES = tuple(f for f, fam in FAMILIES.items() if fam.lm)
 
@@ -353,6 +471,26 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 SIZES["gpt2-sdpa"] = SIZES["gpt2-eager"]
+_HELD_OUT_LM = dict(layers=6, d=256, heads=4, vocab=8192, seq=512, batch=2)
+_HELD_OUT_TINY = dict(layers=2, d=32, heads=2, vocab=128, seq=32, batch=2)
+SIZES.update({
+    "gpt-neox": {"activations": _HELD_OUT_LM, "tiny": _HELD_OUT_TINY},
+    "mistral": {"activations": dict(_HELD_OUT_LM, heads=8, kv_heads=2, ffn=688),
+                "tiny": dict(_HELD_OUT_TINY, heads=4, kv_heads=2, ffn=64)},
+    "opt": {"activations": _HELD_OUT_LM, "tiny": _HELD_OUT_TINY},
+    "roberta": {"activations": _HELD_OUT_LM, "tiny": _HELD_OUT_TINY},
+    # seq: mel frames (the encoder sees half as many positions).
+    "whisper": {"activations": dict(layers=4, d=256, heads=4, vocab=8192, seq=1000, target_seq=128, batch=2),
+                "tiny": dict(_HELD_OUT_TINY, target_seq=16)},
+    "swin": {"activations": dict(widths=48, depths=(2, 2, 6, 2), window=4, image=128, batch=8),
+             "tiny": dict(widths=16, depths=(1, 1), window=4, image=32, batch=2, classes=10)},
+    "deit": {"activations": dict(_VIT, image=128, batch=4),
+             "tiny": dict(layers=2, d=32, heads=2, patch=8, image=32, batch=2, classes=10)},
+    # RegNetY-4.0GF widths and depths (weight gradients are about half of min-cut's peak at 128 px).
+    "regnet": {"activations": dict(depths=(2, 6, 12, 2), widths=(128, 192, 512, 1088), groups=64, image=128,
+                                   batch=4),
+               "tiny": dict(depths=(1, 1), widths=(16, 32), groups=8, image=32, batch=2, classes=10)},
+})
 
 
 def _tag(family: str, size: dict[str, Any]) -> str:
@@ -381,7 +519,7 @@ def make_hf_case(family: str, size_name: str = "tiny", mask: bool = False, seed:
     return HFCase(family, label, size, sequential=False, depth=None, factory=fam.factory, seed=seed,
                   loss_kind="own" if fam.lm else "ce",
                   supports_gradient_checkpointing=bool(getattr(hf_class, "supports_gradient_checkpointing", False)),
-                  kind=size_name, mask=mask)
+                  kind=size_name, mask=mask, hf_ckpt_skip=fam.hf_ckpt_skip)
 
 
 def hf_cases(quick: bool = False, seed: int = 0) -> list[HFCase]:
