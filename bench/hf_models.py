@@ -19,8 +19,9 @@ embedding), ``bart`` (encoder-decoder with learned positions), ``vit``, ``convne
 (2026-12-04), ``gpt-neox`` (parallel branches, partial rotary), ``mistral`` (sliding window), ``opt``,
 ``roberta``, ``whisper`` (speech encoder-decoder; its mask pads the decoder side), ``swin``, ``deit``
 (distillation token) and ``regnet`` (RegNetY-4.0GF: grouped convolutions, squeeze-excite), at one
-activation-dominated size each.  Dropout is off in every other model, so gradients can be
-compared with eager's.  The language models come with and without a padded ``attention_mask``
+activation-dominated size each; and two fine-tuning setups of Llama: ``llama-lora`` (frozen
+weights, LoRA adapters on q and v) and ``llama-bf16`` (bfloat16 weights).  Dropout is off in every
+other model, so gradients can be compared with eager's.  The language models come with and without a padded ``attention_mask``
 (right padding: the last quarter of the second sequence is padding, its labels ignored).
 
 Sizes (``SIZES``): ``weights`` (short sequences, small images: weight gradients are a large part of
@@ -137,6 +138,44 @@ def build_llama(layers: int, d: int, heads: int, ffn: int, seq: int, batch: int,
                       attention_dropout=0.0, use_cache=False)
     cfg._attn_implementation = "sdpa"
     return _lm(LlamaForCausalLM(cfg), _causal_lm_inputs(vocab, seq, batch, mask))
+
+
+class LoRA(nn.Module):
+    """``base(x) + b(a(x))``: a trainable rank-``rank`` pair beside a frozen linear layer, as peft's
+    LoRA adapters (``b`` starts small, not zero, so every gradient is non-trivial)."""
+
+    def __init__(self, base: nn.Linear, rank: int = 4) -> None:
+        super().__init__()
+        self.base = base
+        self.a = nn.Linear(base.in_features, rank, bias=False)
+        self.b = nn.Linear(rank, base.out_features, bias=False)
+        nn.init.normal_(self.b.weight, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + self.b(self.a(x))
+
+
+def add_lora(hf: nn.Module) -> None:
+    """Freeze a Llama-style model and put :class:`LoRA` adapters on every attention's q and v
+    projections (the only parameters left with gradients)."""
+    hf.requires_grad_(False)
+    for layer in hf.model.layers:
+        layer.self_attn.q_proj = LoRA(layer.self_attn.q_proj)
+        layer.self_attn.v_proj = LoRA(layer.self_attn.v_proj)
+
+
+def build_llama_lora(**size: Any) -> Built:
+    """Llama fine-tuned through LoRA adapters: frozen weights, activations dominate at any length."""
+    built = build_llama(**size)
+    add_lora(built.module.hf)
+    return built
+
+
+def build_llama_bf16(**size: Any) -> Built:
+    """Llama with bfloat16 weights (and so bfloat16 activations and gradients)."""
+    built = build_llama(**size)
+    built.module.hf.to(torch.bfloat16)
+    return built
 
 
 def build_bert(layers: int, d: int, heads: int, seq: int, batch: int, vocab: int, mask: bool,
@@ -394,6 +433,9 @@ FAMILIES: dict[str, Family] = {
                                 "C++ tiling and sympy, 2026-12-04)"),
     "deit": Family(build_deit, "DeiTForImageClassificationWithTeacher", {}, False),
     "regnet": Family(build_regnet, "RegNetForImageClassification", {}, False),
+    # Fine-tuning setups of the Llama family.
+    "llama-lora": Family(build_llama_lora, "LlamaForCausalLM", {}, True),
+    "llama-bf16": Family(build_llama_bf16, "LlamaForCausalLM", {}, True),
 }
 LM_FAMILIES = tuple(f for f, fam in FAMILIES.items() if fam.lm)
 
@@ -474,6 +516,8 @@ SIZES["gpt2-sdpa"] = SIZES["gpt2-eager"]
 _HELD_OUT_LM = dict(layers=6, d=256, heads=4, vocab=8192, seq=512, batch=2)
 _HELD_OUT_TINY = dict(layers=2, d=32, heads=2, vocab=128, seq=32, batch=2)
 SIZES.update({
+    "llama-lora": {"activations": dict(_LLAMA, seq=512, batch=2), "tiny": SIZES["llama"]["tiny"]},
+    "llama-bf16": {"activations": dict(_LLAMA, seq=512, batch=2), "tiny": SIZES["llama"]["tiny"]},
     "gpt-neox": {"activations": _HELD_OUT_LM, "tiny": _HELD_OUT_TINY},
     "mistral": {"activations": dict(_HELD_OUT_LM, heads=8, kv_heads=2, ffn=688),
                 "tiny": dict(_HELD_OUT_TINY, heads=4, kv_heads=2, ffn=64)},

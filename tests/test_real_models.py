@@ -11,7 +11,9 @@ with eager (``rtol=atol=1e-5``, as tests/test_end_to_end.py) and with PyTorch's 
 through the same pipeline (exact: partitioning only chooses what is saved and what recomputed).
 The RNG is seeded before each step's forward, so dropout draws the same masks in every run.
 
-One Inductor test (marked ``inductor``) runs the smallest GPT-2 through ``fxremat.backend``.
+Fine-tuning setups on the tiny Llama (LoRA adapters beside frozen layers, frozen bottom layers,
+bfloat16 weights) are checked the same way.  One Inductor test (marked ``inductor``) runs the
+smallest GPT-2 through ``fxremat.backend``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import fxremat
 from fxremat.backend import min_cut_backend
 
 transformers = pytest.importorskip("transformers")
-from bench.hf_models import HFCase, make_hf_case  # noqa: E402 - after the importorskip
+from bench.hf_models import HFCase, add_lora, make_hf_case  # noqa: E402 - after the importorskip
 
 pytestmark = pytest.mark.usefixtures("fresh_compile")
 
@@ -82,10 +84,13 @@ class CountingBackend:
         return self.backend(gm, example_inputs)
 
 
-def two_steps(case: HFCase, backend: Callable | None) -> list[Step]:
+def two_steps(case: HFCase, backend: Callable | None, adapt: Callable[[Any], None] | None = None) -> list[Step]:
     """Two training steps of a fresh model (``backend`` None: eager), the second on the inputs of
-    the case at the next seed (same shapes, other values)."""
+    the case at the next seed (same shapes, other values); ``adapt(hf_model)`` edits the model
+    first (fine-tuning setups)."""
     built = case.build()
+    if adapt is not None:
+        adapt(built.module.hf)
     fn = built.module if backend is None else torch.compile(built.module, backend=backend)
     second = dataclasses.replace(case, seed=case.seed + 1).build()
     out = []
@@ -126,6 +131,33 @@ def test_matches_eager_and_min_cut(name: str) -> None:
     assert_same(actual, two_steps(case, None), f"{case.label}: fxremat vs eager", **VS_EAGER)
     torch._dynamo.reset()
     assert_same(actual, two_steps(case, min_cut_backend(compiler="eager")), f"{case.label}: fxremat vs min-cut",
+                **EXACT)
+
+
+def _frozen_bottom(hf: Any) -> None:
+    hf.model.embed_tokens.requires_grad_(False)
+    hf.model.layers[0].requires_grad_(False)
+
+
+FINE_TUNING = {  # test id -> how the model is edited before training
+    "lora": add_lora,
+    "frozen-bottom": _frozen_bottom,
+    "bfloat16-weights": lambda hf: hf.to(torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("setup", list(FINE_TUNING))
+def test_fine_tuning_setups_match_eager_and_min_cut(setup: str) -> None:
+    """Frozen parameters (no gradient, so not in the joint graph's outputs), LoRA adapters beside
+    frozen layers, and a model whose weights are bfloat16: the plan is made (no fallback) and the
+    gradients are eager's and min-cut's."""
+    case = make_hf_case("llama", "tiny", True)
+    adapt = FINE_TUNING[setup]
+    actual = two_steps(case, fxremat.make_backend(compiler="eager"), adapt)
+    assert fxremat.last_reports(clear=True), f"{setup}: no PartitionReport: fxremat fell back to min-cut"
+    assert_same(actual, two_steps(case, None, adapt), f"{setup}: fxremat vs eager", **VS_EAGER)
+    torch._dynamo.reset()
+    assert_same(actual, two_steps(case, min_cut_backend(compiler="eager"), adapt), f"{setup}: fxremat vs min-cut",
                 **EXACT)
 
 
