@@ -346,10 +346,72 @@ def accepted_kwargs(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
-def min_cut(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets."""
+def min_cut(joint: fx.GraphModule, joint_inputs: Any, solves: dict | None = None,
+            **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets.
+    ``solves``: a dict shared by the runs on copies of one joint graph (see :func:`_shared_solves`)."""
     fn = min_cut_rematerialization_partition
-    return fn(copy_joint(joint), joint_inputs, **accepted_kwargs(fn, kwargs))
+    with _shared_solves(solves):
+        return fn(copy_joint(joint), joint_inputs, **accepted_kwargs(fn, kwargs))
+
+
+try:  # optional: without it min-cut's runs at several budgets each solve every max-flow problem
+    from torch._functorch.partitioners import solve_min_cut as _solve_min_cut
+except ImportError:
+    _solve_min_cut = None
+
+
+@contextlib.contextmanager
+def _shared_solves(solves: dict | None):
+    """Within the context, torch's ``solve_min_cut`` answers a question it was asked before, on a
+    copy of the same joint graph, from ``solves`` (None: no sharing).
+
+    min-cut at an ``activation_memory_budget`` below 1 solves three max-flow problems that do not
+    depend on the budget (its default, "more aggressive" and "aggressive" ban options), then one
+    per budget (the knapsack's ``dont_ban``): at the ten fractions of fxremat's grid, 27 of the 40
+    solves repeat.  An answer is stored as node names and handed out as the nodes of the graph
+    asked about; the key holds the graph's node names, the options and the ``dont_ban`` names, so
+    a different graph is a miss.  Where the signature is not the one known (torch 2.11 - 2.14:
+    ``joint_graph, node_info, min_cut_options, dont_ban``), every call goes through unchanged."""
+    module = __import__(_partitioners, fromlist=["solve_min_cut"])
+    original = getattr(module, "solve_min_cut", None)
+    if solves is None or _solve_min_cut is None or original is not _solve_min_cut:
+        yield
+        return
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        yield
+        return
+    if not {"joint_graph", "min_cut_options", "dont_ban"} <= set(signature.parameters):
+        yield
+        return
+
+    @functools.wraps(original)
+    def remembered(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        graph, options = bound.arguments["joint_graph"], bound.arguments["min_cut_options"]
+        dont_ban = bound.arguments.get("dont_ban") or ()
+        try:
+            # MinCutOptions is an unhashable dataclass: its repr names every field (another kind of
+            # object reprs with its id, so it never hits).
+            key = (tuple(n.name for n in graph.nodes), repr(options), frozenset(n.name for n in dont_ban))
+            hash(key)
+        except (AttributeError, TypeError):  # an argument of another kind: not shared
+            return original(*args, **kwargs)
+        if key in solves:
+            by_name = {n.name: n for n in graph.nodes}
+            saved, banned, banned_type = solves[key]
+            return [by_name[n] for n in saved], banned_type(by_name[n] for n in banned)
+        saved, banned = original(*args, **kwargs)
+        solves[key] = (tuple(n.name for n in saved), tuple(n.name for n in banned), type(banned))
+        return saved, banned
+
+    module.solve_min_cut = remembered
+    try:
+        yield
+    finally:
+        module.solve_min_cut = original
 
 
 def default_partition_of(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:

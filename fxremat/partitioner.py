@@ -262,6 +262,7 @@ class _Memo:
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.min_cuts: dict[float | None, tuple[fx.GraphModule, fx.GraphModule]] = {}
+        self.solves: dict = {}  # torch's max-flow answers, shared by min-cut's runs (_torch._shared_solves)
         self.rivals: dict[float, _Rival | None] = {}
         self.extracted: dict[tuple[str, tuple], _Extracted] = {}  # by plan (chain, checkpoints) or saved names
         self.layouts: dict[bool, _Memo] = {}
@@ -272,6 +273,7 @@ class _Memo:
         if channels_last not in self.layouts:
             child = self.layouts[channels_last] = _Memo(self.key)
             child.min_cuts = self.min_cuts
+            child.solves = self.solves
         return self.layouts[channels_last]
 
     def min_cut(self, joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
@@ -280,7 +282,7 @@ class _Memo:
         context sets); failures are not memoized: they raise again."""
         if fraction not in self.min_cuts:
             with _torch.activation_memory_budget(fraction):
-                self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, **pkw)
+                self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, self.solves, **pkw)
         return self.min_cuts[fraction]
 
 
