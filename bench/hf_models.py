@@ -320,14 +320,21 @@ def _vision(hf: nn.Module, image: int, batch: int, classes: int) -> Built:
     return Built(HFModule(hf, ("pixel_values",), "logits"), (pixels,), torch.randint(0, classes, (batch,)))
 
 
-def build_vit(layers: int, d: int, heads: int, image: int, patch: int, batch: int, classes: int = 1000) -> Built:
-    from transformers import ViTConfig, ViTForImageClassification
+def _vit_like(config: str, model: str, layers: int, d: int, heads: int, image: int, patch: int, batch: int,
+              classes: int) -> Built:
+    """A ViT-layout transformers model (``config``, ``model``: class names), sdpa attention, no dropout."""
+    import transformers
 
-    cfg = ViTConfig(hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * d,
-                    image_size=image, patch_size=patch, num_labels=classes, hidden_dropout_prob=0.0,
-                    attention_probs_dropout_prob=0.0)
+    cfg = getattr(transformers, config)(hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                                        intermediate_size=4 * d, image_size=image, patch_size=patch,
+                                        num_labels=classes, hidden_dropout_prob=0.0,
+                                        attention_probs_dropout_prob=0.0)
     cfg._attn_implementation = "sdpa"
-    return _vision(ViTForImageClassification(cfg), image, batch, classes)
+    return _vision(getattr(transformers, model)(cfg), image, batch, classes)
+
+
+def build_vit(layers: int, d: int, heads: int, image: int, patch: int, batch: int, classes: int = 1000) -> Built:
+    return _vit_like("ViTConfig", "ViTForImageClassification", layers, d, heads, image, patch, batch, classes)
 
 
 def build_convnext(depths: tuple[int, ...], widths: tuple[int, ...], image: int, batch: int,
@@ -377,14 +384,9 @@ def build_swin(widths: int, depths: tuple[int, ...], window: int, image: int, ba
 
 
 def build_deit(layers: int, d: int, heads: int, image: int, patch: int, batch: int, classes: int = 1000) -> Built:
-    from transformers import DeiTConfig, DeiTForImageClassificationWithTeacher
-
-    # Class and distillation tokens, two heads averaged.
-    cfg = DeiTConfig(hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * d,
-                     image_size=image, patch_size=patch, num_labels=classes, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0)
-    cfg._attn_implementation = "sdpa"
-    return _vision(DeiTForImageClassificationWithTeacher(cfg), image, batch, classes)
+    """ViT's layout with class and distillation tokens, two heads averaged."""
+    return _vit_like("DeiTConfig", "DeiTForImageClassificationWithTeacher", layers, d, heads, image, patch, batch,
+                     classes)
 
 
 def build_regnet(depths: tuple[int, ...], widths: tuple[int, ...], groups: int, image: int, batch: int,
