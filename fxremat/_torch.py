@@ -403,9 +403,13 @@ def _shared_solves(solves: dict | None):
             by_name = {n.name: n for n in graph.nodes}
             saved, banned, banned_type = solves[key]
             return [by_name[n] for n in saved], banned_type(by_name[n] for n in banned)
-        saved, banned = original(*args, **kwargs)
-        solves[key] = (tuple(n.name for n in saved), tuple(n.name for n in banned), type(banned))
-        return saved, banned
+        result = original(*args, **kwargs)
+        try:
+            saved, banned = result
+            solves[key] = (tuple(n.name for n in saved), tuple(n.name for n in banned), type(banned))
+        except (TypeError, ValueError, AttributeError):  # an answer of another shape: not stored
+            pass
+        return result
 
     module.solve_min_cut = remembered
     try:
