@@ -50,7 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    f"{','.join(c.name for c in C.real_contenders() if c.family != 'eager')} (eager always runs: "
                    "it is the reference for the gradients)")
     p.add_argument("--quick", action="store_true", help="tiny configs (2 layers, width 32, sequence 32; language "
-                   "models with the padding mask only) and few timed steps: a smoke test, ~15 min on 2 cores")
+                   "models with the padding mask only) and few timed steps: a smoke test (~15 min on 2 cores for the "
+                   "first twelve families, measured before the held-out ones were added)")
     p.add_argument("--out", default=None, help=f"output directory (default {DEFAULT_OUT})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--deadline-s", type=float, default=None,
