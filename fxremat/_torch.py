@@ -346,13 +346,11 @@ def accepted_kwargs(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
-def min_cut(joint: fx.GraphModule, joint_inputs: Any, solves: dict | None = None,
-            **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets.
-    ``solves``: a dict shared by the runs on copies of one joint graph (see :func:`_shared_solves`)."""
+def min_cut(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """PyTorch's default partitioner, run on a copy: it DCEs, CSEs and re-tags the joint it gets
+    (inside :func:`shared_solves`, runs on copies of one joint graph share their max-flow solves)."""
     fn = min_cut_rematerialization_partition
-    with _shared_solves(solves):
-        return fn(copy_joint(joint), joint_inputs, **accepted_kwargs(fn, kwargs))
+    return fn(copy_joint(joint), joint_inputs, **accepted_kwargs(fn, kwargs))
 
 
 try:  # optional: without it min-cut's runs at several budgets each solve every max-flow problem
@@ -362,7 +360,7 @@ except ImportError:
 
 
 @contextlib.contextmanager
-def _shared_solves(solves: dict | None):
+def shared_solves(solves: dict | None):
     """Within the context, torch's ``solve_min_cut`` answers a question it was asked before, on a
     copy of the same joint graph, from ``solves`` (None: no sharing).
 

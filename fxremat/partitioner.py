@@ -262,7 +262,7 @@ class _Memo:
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.min_cuts: dict[float | None, tuple[fx.GraphModule, fx.GraphModule]] = {}
-        self.solves: dict = {}  # torch's max-flow answers, shared by min-cut's runs (_torch._shared_solves)
+        self.solves: dict = {}  # torch's max-flow answers, shared by min-cut's runs (_torch.shared_solves)
         self.rivals: dict[float, _Rival | None] = {}
         self.extracted: dict[tuple[str, tuple], _Extracted] = {}  # by plan (chain, checkpoints) or saved names
         self.layouts: dict[bool, _Memo] = {}
@@ -281,8 +281,8 @@ class _Memo:
         """Min-cut's pair at ``activation_memory_budget`` = ``fraction`` (None: whatever the caller's
         context sets); failures are not memoized: they raise again."""
         if fraction not in self.min_cuts:
-            with _torch.activation_memory_budget(fraction):
-                self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, self.solves, **pkw)
+            with _torch.activation_memory_budget(fraction), _torch.shared_solves(self.solves):
+                self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, **pkw)
         return self.min_cuts[fraction]
 
 

@@ -441,7 +441,7 @@ def test_torch_global_activation_memory_budget_is_ignored(caplog):
 @pytest.mark.parametrize("name", ["resnet_bn", "gpt"])
 def test_min_cut_runs_sharing_solves_give_the_same_pairs(name):
     """min-cut at the grid's fractions solves three budget-independent max-flow problems each
-    time; fxremat shares them between the runs on one joint graph (``_torch._shared_solves``).
+    time; fxremat shares them between the runs on one joint graph (``_torch.shared_solves``).
     Every fraction's pair equals an unshared run's, code and saved set, and the shared runs
     solve each repeated problem once."""
     compared: list[float | None] = []
@@ -451,7 +451,8 @@ def test_min_cut_runs_sharing_solves_give_the_same_pairs(name):
         for f in (None, *FRACTIONS[1:]):
             with _torch.activation_memory_budget(f):
                 plain = _torch.min_cut(joint, joint_inputs, **kwargs)
-                shared = _torch.min_cut(joint, joint_inputs, solves, **kwargs)
+                with _torch.shared_solves(solves):
+                    shared = _torch.min_cut(joint, joint_inputs, **kwargs)
             for a, b in zip(shared, plain):
                 assert a.code == b.code, f
             compared.append(f)
@@ -467,7 +468,12 @@ def test_min_cut_runs_sharing_solves_give_the_same_pairs(name):
     before = len(solves)
     # a joint graph of another shape asks other questions: nothing it is answered with is stale
     other, other_inputs = MODELS["dropout_mlp" if name != "dropout_mlp" else "gpt"]()
-    backend.partitioner = lambda joint, joint_inputs, **kwargs: _torch.min_cut(joint, joint_inputs, solves, **kwargs)
+
+    def shared(joint, joint_inputs, **kwargs):
+        with _torch.shared_solves(solves):
+            return _torch.min_cut(joint, joint_inputs, **kwargs)
+
+    backend.partitioner = shared
     torch._dynamo.reset()
     torch.compile(other, backend=backend)(*other_inputs)
     assert len(solves) == before + 1
