@@ -359,6 +359,16 @@ except ImportError:
     _solve_min_cut = None
 
 
+def _solve_signature() -> inspect.Signature | None:
+    """``solve_min_cut``'s signature where it is the one :func:`shared_solves` knows (torch 2.11 -
+    2.14: ``joint_graph, node_info, min_cut_options, dont_ban``), else None."""
+    try:
+        signature = inspect.signature(_solve_min_cut)
+    except (TypeError, ValueError):
+        return None
+    return signature if {"joint_graph", "min_cut_options", "dont_ban"} <= set(signature.parameters) else None
+
+
 @contextlib.contextmanager
 def shared_solves(solves: dict | None):
     """Within the context, torch's ``solve_min_cut`` answers a question it was asked before, on a
@@ -369,19 +379,12 @@ def shared_solves(solves: dict | None):
     per budget (the knapsack's ``dont_ban``): at the ten fractions of fxremat's grid, 27 of the 40
     solves repeat.  An answer is stored as node names and handed out as the nodes of the graph
     asked about; the key holds the graph's node names, the options and the ``dont_ban`` names, so
-    a different graph is a miss.  Where the signature is not the one known (torch 2.11 - 2.14:
-    ``joint_graph, node_info, min_cut_options, dont_ban``), every call goes through unchanged."""
+    a different graph is a miss.  Where the signature is not the known one, or the function was
+    already replaced, every call goes through unchanged."""
     module = __import__(_partitioners, fromlist=["solve_min_cut"])
     original = getattr(module, "solve_min_cut", None)
-    if solves is None or _solve_min_cut is None or original is not _solve_min_cut:
-        yield
-        return
-    try:
-        signature = inspect.signature(original)
-    except (TypeError, ValueError):
-        yield
-        return
-    if not {"joint_graph", "min_cut_options", "dont_ban"} <= set(signature.parameters):
+    signature = _solve_signature() if solves is not None and original is _solve_min_cut is not None else None
+    if signature is None:
         yield
         return
 
@@ -389,13 +392,12 @@ def shared_solves(solves: dict | None):
     def remembered(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         graph, options = bound.arguments["joint_graph"], bound.arguments["min_cut_options"]
-        dont_ban = bound.arguments.get("dont_ban") or ()
         try:
             # MinCutOptions is an unhashable dataclass: its repr names every field (another kind of
             # object reprs with its id, so it never hits).
-            key = (tuple(n.name for n in graph.nodes), repr(options), frozenset(n.name for n in dont_ban))
-            hash(key)
-        except (AttributeError, TypeError):  # an argument of another kind: not shared
+            key = (tuple(n.name for n in graph.nodes), repr(options),
+                   frozenset(n.name for n in bound.arguments.get("dont_ban") or ()))
+        except AttributeError:  # an argument of another kind: not shared
             return original(*args, **kwargs)
         if key in solves:
             by_name = {n.name: n for n in graph.nodes}
