@@ -57,16 +57,20 @@ def zoo(name: str) -> Callable[[], tuple[torch.nn.Module, tuple]]:
 MODELS = {"masked_encoder": masked, **{name: zoo(name) for name in ("resnet_bn", "gpt", "transformer", "dropout_mlp")}}
 
 
-def plan_each(model: torch.nn.Module, inputs: tuple, budgets: Any, **options: Any) -> dict[Any, fxremat.PartitionReport]:
+def plan_each(model: torch.nn.Module, inputs: tuple, budgets: Any, planned_for: str | None = None,
+              **options: Any) -> dict[Any, fxremat.PartitionReport]:
     """Partition the model's one joint graph once per budget, inside a single trace (AOTAutograd
     calls the partitioner once; it plans every budget there), and return each budget's report.
-    ``budgets``: a list, or ``budgets(joint, joint_inputs, kwargs)`` returning one."""
+    ``budgets``: a list, or ``budgets(joint, joint_inputs, kwargs)`` returning one; ``planned_for``:
+    the compiler fxremat plans for ("inductor": its fusion and buffer reuse; default, the eager one
+    that runs)."""
     reports: dict[Any, fxremat.PartitionReport] = {}
 
     def partition(joint, joint_inputs, **kwargs):
         for budget in budgets(joint, joint_inputs, kwargs) if callable(budgets) else budgets:
             fxremat.last_reports(clear=True)
-            fxremat.partition(joint, joint_inputs, options=Options(memory_budget=budget, **options), **kwargs)
+            fxremat.partition(joint, joint_inputs, options=Options(memory_budget=budget, **options),
+                              **(kwargs if planned_for is None else {**kwargs, "compiler": planned_for}))
             (reports[budget],) = fxremat.last_reports()  # one graph; no report would mean a fallback
         return _torch.min_cut(joint, joint_inputs, **kwargs)
 
@@ -327,6 +331,23 @@ def test_unmet_budget_is_best_effort_with_one_warning():
     assert len(warned) == 1 and "memory_budget=0.01" in warned[0] and "least predicted peak" in warned[0], warned
     assert "strict_budget=True" in warned[0]
     assert_same(actual, expected, **VS_EAGER)
+
+
+def test_no_budget_is_no_higher_than_an_unmet_budgets_own_plans(monkeypatch):
+    """Without a budget the pair run is the least-peak one: an unmet budget's best effort, whose
+    candidates include every plan of the activations' curve, finds no lower plan of fxremat's own
+    (min-cut's grid pairs, candidates only at a fraction, left out).  Tiny HF T5 with a padded
+    mask, planned for Inductor: the activation chain's least-peak plan replays below the whole
+    chain's (before 2026-12-05 only a budget below reach ran it: 0.32 MiB against 0.35)."""
+    pytest.importorskip("transformers")
+    from bench.hf_models import make_hf_case
+
+    monkeypatch.setattr(fxremat.partitioner, "_min_cut_at_fraction", lambda *args, **kwargs: [])
+    built = make_hf_case("t5", "tiny", True).build("cpu")
+    reports = plan_each(built.module, built.inputs, [None, 0.01], planned_for="inductor")
+    least, unmet = reports[None], reports[0.01]
+    assert unmet.budget_met is False and least.chosen == unmet.chosen == "fxremat", (least, unmet)
+    assert least.predicted_peak_bytes <= unmet.predicted_peak_bytes, (least.predicted_peak_bytes, unmet.predicted_peak_bytes)
 
 
 @pytest.mark.parametrize("budget", [0.01, 1], ids=["fraction", "bytes"])
