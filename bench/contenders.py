@@ -147,7 +147,7 @@ def _inductor_channels_last(gm) -> bool:
     from fxremat import _torch
 
     decide = _torch._decide_layout_opt()
-    convs = gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
+    convs = _torch.convolutions(gm)
     on_cpu = all(n.args[0].meta["val"].device.type == "cpu" for n in convs)
     return bool(convs) and on_cpu and decide is not None and bool(decide(gm, is_inference=False))
 

@@ -557,6 +557,11 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
 CPU_LAYOUT_MARK = "fxremat_cpu_channels_last"
 
 
+def convolutions(gm: fx.GraphModule) -> list[fx.Node]:
+    """The forward convolutions of ``gm`` (``aten.convolution``; their backwards are other ops)."""
+    return gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
+
+
 def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
     """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
     channels-last (``compile_with_inductor(cpu_layout="depthwise")``): its convolutions run on the
@@ -567,11 +572,11 @@ def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
     if mark is False:
         return False
     decide = _decide_layout_opt()
-    convs = gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
+    convs = convolutions(gm)
     on_cpu = all(isinstance(v, torch.Tensor) and v.device.type == "cpu"
                  for n in convs for v in (n.args[0].meta.get("val"), n.args[1].meta.get("val")))
     return bool(convs) and on_cpu and decide is not None and (
-        _has_depthwise_convolution(gm) or _fed_channels_last(convs)) and bool(decide(gm, is_inference=is_inference))
+        _has_depthwise_convolution(convs) or _fed_channels_last(convs)) and bool(decide(gm, is_inference=is_inference))
 
 
 def _fed_channels_last(convs: list[fx.Node]) -> bool:
@@ -588,9 +593,9 @@ def _fed_channels_last(convs: list[fx.Node]) -> bool:
     return False
 
 
-def _has_depthwise_convolution(gm: fx.GraphModule) -> bool:
-    """Whether ``gm`` convolves with one input channel per group (and more than one group)."""
-    for n in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default):
+def _has_depthwise_convolution(convs: list[fx.Node]) -> bool:
+    """Whether a convolution has one input channel per group (and more than one group)."""
+    for n in convs:
         weight = n.args[1].meta.get("val") if isinstance(n.args[1], fx.Node) else None
         groups = n.args[8] if len(n.args) > 8 else n.kwargs.get("groups", 1)
         if isinstance(weight, torch.Tensor) and weight.dim() > 2 and weight.shape[1] == 1 and groups > 1:

@@ -48,7 +48,6 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple
 
-import torch
 import torch.fx as fx
 
 from . import _torch
@@ -424,7 +423,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     base_tensors = [n for n in base if not _torch.is_sym_node(n)]
     sym = list(dict.fromkeys([n for n in jg.forward if _torch.is_sym_node(n)] + [n for n in base if _torch.is_sym_node(n)]))
     always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]  # saved by every plan
-    convolutions = bool(joint.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default))
+    convolutions = bool(_torch.convolutions(joint))
     twins = forward_twins(jg)  # the backward's own copies of forward values (min-cut CSEs them)
 
     # The chain that counts the always-saved values in every segment is the faithful one (and the
