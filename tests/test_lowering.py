@@ -9,6 +9,10 @@ Inductor runs in place (the second of a chain it runs on a copy).
 ``lowering.sum_small_dims_by_matmul``: a sum over a batch of 2 (which Inductor inlines into its
 readers) becomes ``mm(ones, x)``, and its accumulation into an earlier sum ``addmm``: each layer's
 contribution to a shared position bias is reduced and added where it is computed.
+``lowering.defer_returned_products``: a returned matmul of operands at most a quarter its size (a
+classifier's weight gradient) moves to the end of the graph, where Inductor's peak-memory
+reordering runs it; one with larger operands, another reader, or an operand Inductor would compute
+for it alone stays.
 
 Invariants: the rewrite is exact in value (checked against the original graph on real tensors),
 every new node has a ``meta["val"]`` of the right shape, the graph lints, and matmuls whose add
@@ -392,3 +396,73 @@ def test_three_way_tied_embedding_accumulates_once():
     assert not any(_chained_puts(bw) for bw in bws)
     assert any(n.target is aten._unsafe_masked_index_put_accumulate.default and n.args[3].target is aten.cat.default
                for bw in bws for n in bw.graph.nodes), "the two embeddings' rows are accumulated by one put"
+
+
+def _classifier_head(go, feats, w, x):
+    """A classifier head's weight gradient (1000 x 256 from 8-row operands), then a larger backward
+    that the returned gradient would otherwise be alive through."""
+    head = go.t() @ feats  # (1000, 256): 1000 KiB from 40 KiB of operands
+    rest = torch.tanh(x @ w).sum(0)
+    return (head, rest)
+
+
+HEAD_ARGS = (torch.randn(8, 1000), torch.randn(8, 256), torch.randn(256, 256), torch.randn(512, 256))
+
+
+def _products_before_the_end(gm: fx.GraphModule) -> list[fx.Node]:
+    """Returned matmuls followed by some node other than a transpose before the output."""
+    nodes = list(gm.graph.nodes)
+    return [n for i, n in enumerate(nodes) if n.target is aten.mm.default and nodes[-1] in n.users
+            and any(m.target not in (aten.permute.default, aten.t.default) for m in nodes[i + 1:-1])]
+
+
+def test_returned_product_of_small_operands_moves_to_the_end():
+    gm = rewritten_exactly(_classifier_head, HEAD_ARGS, lowering.defer_returned_products, _products_before_the_end)
+    assert lowering.defer_returned_products(gm) == 0  # already last: nothing moved twice
+    ref = make_fx(_classifier_head)(*HEAD_ARGS)
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*HEAD_ARGS)[1], ref(*HEAD_ARGS)[1])
+
+
+@pytest.mark.parametrize("case", ["large_operands", "read_again", "operand_computed_for_it"])
+def test_other_products_stay_in_place(case):
+    fn = {
+        # a hidden layer's weight gradient: its operands (512 x 256 each) outweigh it (256 x 256)
+        "large_operands": lambda go, feats, w, x: (x.t() @ torch.tanh(x), torch.tanh(x @ w).sum(0)),
+        "read_again": lambda go, feats, w, x: (lambda h: (h, torch.tanh(x @ w).sum(0) + h[:1, :].sum()))(go.t() @ feats),
+        # Inductor would compute the scaled operand where the product runs, holding its input
+        "operand_computed_for_it": lambda go, feats, w, x: ((go * 2).t() @ feats, torch.tanh(x @ w).sum(0)),
+    }[case]
+    gm = make_fx(fn, tracing_mode="fake")(*HEAD_ARGS)
+    assert lowering.defer_returned_products(gm) == 0
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_classifier_weight_gradient_runs_last_when_planned_for_inductor():
+    """A small convolutional classifier with a wide head (2 x 16 features to 8000 classes), planned
+    for Inductor (no kernel compiled): the head's weight gradient (500 KiB, from 63 KiB of
+    operands) is the last product of fxremat's backward, where min-cut's computes it first, and the
+    gradients equal eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 8000))
+    x = torch.randn(2, 3, 32, 32)
+    loss_of(model(x)).backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    def head_gradient_position(partition_fn) -> tuple[int, int]:
+        model.zero_grad(set_to_none=True)
+        torch._dynamo.reset()
+        calls = []
+        loss_of(torch.compile(model, backend=inductor_mode_backend(partition_fn, calls))(x)).backward()
+        (_, bw, _), = calls
+        nodes = [n for n in bw.graph.nodes if n.op == "call_function"]
+        (head,) = [i for i, n in enumerate(nodes) if n.target is aten.mm.default and n.meta["val"].numel() == 8000 * 16]
+        return head, len(nodes)
+
+    head, total = head_gradient_position(min_cut_rematerialization_partition)
+    assert head < total // 2, "min-cut's backward computes the head's weight gradient early"
+    head, total = head_gradient_position(partition)
+    assert head >= total - 3  # the product, then at most the views that return it
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, ref[name], rtol=1e-5, atol=1e-6, msg=name)
