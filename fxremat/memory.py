@@ -25,7 +25,10 @@ as does an index-put's result its first argument when that dies at it (Inductor 
 It assumes that Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) holds a dead
 buffer only across a valley of Inductor's estimate, as fxremat's backends compile (``_torch._local_reuse``); under
 Inductor's own rule a dead buffer may stay alive until a later allocation of its size, within its
-estimate of the whole graph's peak.
+estimate of the whole graph's peak.  It replays the graph's order: Inductor's peak-memory
+reordering, which can run a kernel elsewhere, is met halfway by shaping the graph
+(:func:`fxremat.lowering.defer_returned_products`), and vertical fusion, which can store a value
+in its producer's kernel long before the graph computes it, is not modelled.
 
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
