@@ -35,7 +35,7 @@ import torch.fx as fx
 
 from . import _torch
 
-__all__ = ["fused_values", "readers_fusible", "is_view"]
+__all__ = ["fused_values", "readers_fusible", "is_view", "heavy_on_cpu"]
 
 # aten ops whose Inductor lowering uses exp, log, log10, log1p, log2, sigmoid or tanh: the ops
 # Inductor's CPU heuristic realizes rather than recompute in every reader.
@@ -46,8 +46,12 @@ _HEAVY_ON_CPU = frozenset({
 
 
 def _heavy(node: fx.Node, cpu: bool) -> bool:
-    if not cpu:
-        return False
+    return cpu and heavy_on_cpu(node)
+
+
+def heavy_on_cpu(node: fx.Node) -> bool:
+    """Whether Inductor's CPU heuristic counts ``node`` heavy (stores it rather than recompute it
+    in each of several readers)."""
     packet = getattr(node.target, "overloadpacket", None)
     name = getattr(packet, "__name__", "")
     if name == "gelu":

@@ -13,6 +13,9 @@ contribution to a shared position bias is reduced and added where it is computed
 classifier's weight gradient) moves to the end of the graph, where Inductor's peak-memory
 reordering runs it; one with larger operands, another reader, or an operand Inductor would compute
 for it alone stays.
+``lowering.split_shared_transcendentals``: a heavy pointwise value (``sigmoid``) read by two
+pointwise ops gets one copy per reader, so Inductor inlines it instead of storing it; a light
+one, one with an extern or reduction reader, or a returned one is left alone.
 
 Invariants: the rewrite is exact in value (checked against the original graph on real tensors),
 every new node has a ``meta["val"]`` of the right shape, the graph lints, and matmuls whose add
@@ -466,3 +469,59 @@ def test_classifier_weight_gradient_runs_last_when_planned_for_inductor():
     assert head >= total - 3  # the product, then at most the views that return it
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, ref[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def _silu_backward(x, grad):
+    """A SiLU's backward as Inductor decomposes it: ``sigmoid(x)`` read twice."""
+    s = torch.sigmoid(x)
+    return (grad * (s * (1 + x * (1 - s))),)
+
+
+def _sigmoids(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if n.target is aten.sigmoid.default]
+
+
+def test_shared_transcendental_gets_one_copy_per_reader():
+    args = (torch.randn(4, 8, 16, 16), torch.randn(4, 8, 16, 16))
+    gm = make_fx(_silu_backward, tracing_mode="fake")(*args)
+    ref = make_fx(_silu_backward)(*args)
+    (shared,) = _sigmoids(gm)
+    assert len(shared.users) == 2
+    assert lowering.split_shared_transcendentals(gm) == 1
+    gm.graph.lint()
+    assert [len(s.users) for s in _sigmoids(gm)] == [1, 1]
+    assert lowering.split_shared_transcendentals(gm) == 0
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*args)[0], ref(*args)[0])
+
+
+@pytest.mark.parametrize("case", ["light", "extern_reader", "returned"])
+def test_other_shared_values_are_not_split(case):
+    fn = {
+        "light": lambda x, g: (lambda r: (g * r + r.sum(),))(torch.relu(x)),  # not heavy: Inductor inlines it anyway
+        "extern_reader": lambda x, g: (lambda s: (s.flatten(1) @ g.flatten(1).t() + s.sum(),))(torch.sigmoid(x)),
+        "returned": lambda x, g: (lambda s: (g * s, s + 1, s))(torch.sigmoid(x)),
+    }[case]
+    gm = make_fx(fn, tracing_mode="fake")(torch.randn(4, 8, 16, 16), torch.randn(4, 8, 16, 16))
+    assert lowering.split_shared_transcendentals(gm) == 0
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_silu_network_planned_for_inductor_has_no_shared_sigmoid():
+    """Convolution, batch norm and SiLU blocks planned for Inductor (no kernel compiled): no sigmoid
+    of fxremat's backward has two readers, and the gradients equal eager's."""
+    torch.manual_seed(0)
+    layers = []
+    for c_in, c_out in ((3, 16), (16, 16), (16, 16), (16, 16)):
+        layers += [torch.nn.Conv2d(c_in, c_out, 3, padding=1), torch.nn.BatchNorm2d(c_out), torch.nn.SiLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    x = torch.randn(4, 3, 32, 32)
+    loss_of(model(x)).backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    calls = []
+    loss_of(torch.compile(model, backend=inductor_mode_backend(partition, calls))(x)).backward()
+    (_, bw, _), = calls
+    assert _sigmoids(bw) and all(len(s.users) == 1 for s in _sigmoids(bw))
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, ref[name], rtol=1e-4, atol=1e-5, msg=name)
