@@ -52,6 +52,7 @@ the order the plan is replayed in is the order that runs.
 from __future__ import annotations
 
 import contextlib
+import operator
 
 import torch
 import torch.fx as fx
@@ -61,7 +62,7 @@ from .fusion import heavy_on_cpu
 
 __all__ = ["keep_matmuls_in_place", "accumulate_into_addend", "merge_accumulating_puts", "sum_small_dims_by_matmul",
            "store_permuted_fanout", "defer_returned_products", "split_shared_transcendentals",
-           "add_reading"]
+           "store_before_recomputation", "add_reading"]
 
 _aten = torch.ops.aten
 
@@ -318,6 +319,81 @@ def split_shared_transcendentals(gm: fx.GraphModule) -> int:
             reader.replace_input_with(node, copy_)
         rewritten += 1
     return _finished(gm, rewritten)
+
+
+def store_before_recomputation(gm: fx.GraphModule, channels_last: bool = False) -> int:
+    """Mark each pointwise value read only by an extern kernel (a convolution's backward, a
+    matmul) stored where the graph computes it (``inductor_force_stride_order``, in the layout the
+    pair runs in: ``channels_last`` for 4-d values), when an extern kernel runs between it and its
+    reader (a recomputation) and the buffers that die once it is computed outweigh it; returns
+    how many were marked.  A torch without the op gets none.
+
+    Unmarked, Inductor computes such a value when it lowers its extern reader, after the
+    recomputation, so everything the value reads stays alive through it: HF EfficientNet-B0's
+    batch-norm input gradient (12 MiB) before its expand convolution's backward kept the SiLU's
+    gradient and the convolution's output (12 MiB each) alive through the recomputed stem."""
+    realize = _torch.realize_op()
+    if realize is None:
+        return 0
+    graph, rewritten = gm.graph, 0
+    nodes = list(graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    reduction = getattr(torch.Tag, "reduction", None)
+
+    def extern(node: fx.Node) -> bool:
+        return (node.op == "call_function" and not _torch.inductor_pointwise(node) and not _torch.is_realize(node)
+                and reduction not in getattr(node.target, "tags", ()) and node.target is not operator.getitem
+                and node.target not in _LAYOUT_VIEWS)
+
+    for reader in nodes:
+        if not extern(reader):
+            continue
+        for value in reader.all_input_nodes:
+            val = value.meta.get("val")
+            if (value.op != "call_function" or not _torch.inductor_pointwise(value) or len(value.users) != 1
+                    or value in returned or not isinstance(val, torch.Tensor) or not val.is_floating_point()
+                    or not all(isinstance(d, int) for d in val.shape)  # symbolic: the strides are Inductor's
+                    or not any(extern(n) for n in nodes[position[value] + 1:position[reader]])
+                    or _bytes_read_alone(value, position) <= _torch.value_nbytes(value)):
+                continue
+            layout = torch.channels_last if channels_last and val.dim() == 4 else torch.contiguous_format
+            with graph.inserting_after(value):
+                mark = graph.call_function(realize, (value, list(_strides(val, layout))))
+            mark.meta["val"] = val
+            reader.replace_input_with(value, mark)
+            rewritten += 1
+    return _finished(gm, rewritten)
+
+
+def _strides(val: torch.Tensor, layout: torch.memory_format) -> tuple[int, ...]:
+    """The strides of a dense tensor of ``val``'s (static) shape in ``layout``."""
+    shape = list(val.shape)
+    order = [1, 3, 2, 0] if layout == torch.channels_last else list(range(len(shape)))[::-1]  # innermost first
+    strides, step = [0] * len(shape), 1
+    for dim in order:
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)
+
+
+def _bytes_read_alone(value: fx.Node, position: dict[fx.Node, int]) -> int:
+    """Bytes of the stored buffers ``value`` reads (through the pointwise values only it reads)
+    that no later node reads: what dies once ``value`` is computed."""
+    cone, stack, sources = {value}, list(value.all_input_nodes), set()
+    while stack:
+        arg = stack.pop()
+        if arg in cone or arg in sources:
+            continue
+        if arg.op == "call_function" and _torch.inductor_pointwise(arg) and all(u in cone for u in arg.users):
+            cone.add(arg)
+            stack.extend(arg.all_input_nodes)
+        else:
+            sources.add(arg)
+    done = position[value]
+    alone = {key: _torch.storage_nbytes(t) for a in sources if all(u in cone or position[u] < done for u in a.users)
+             for t in _torch.tensors_in(a.meta.get("val")) if (key := _torch.storage_key(t))}
+    return sum(alone.values())
 
 
 def _last_before(output: fx.Node, group: list[fx.Node]) -> bool:

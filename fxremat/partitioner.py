@@ -55,7 +55,8 @@ from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
 from .lowering import (accumulate_into_addend, defer_returned_products, keep_matmuls_in_place, merge_accumulating_puts,
-                       split_shared_transcendentals, store_permuted_fanout, sum_small_dims_by_matmul)
+                       split_shared_transcendentals, store_before_recomputation, store_permuted_fanout,
+                       sum_small_dims_by_matmul)
 from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
@@ -651,6 +652,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         keep_matmuls_in_place(bw)
         defer_returned_products(bw)  # last: it moves the products the rewrites above left returned
         split_shared_transcendentals(bw)
+        store_before_recomputation(bw, jg.channels_last)
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))

@@ -525,3 +525,42 @@ def test_silu_network_planned_for_inductor_has_no_shared_sigmoid():
     assert _sigmoids(bw) and all(len(s.users) == 1 for s in _sigmoids(bw))
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, ref[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def _late_extern_reader(a, b, w, r):
+    v = a * b + 1  # (256, 64) from two dying operands of its size
+    recomputed = torch.tanh(r @ w)  # an extern kernel between v and its reader (a recomputation)
+    return (v @ w + recomputed,)
+
+
+REALIZE_ARGS = (torch.randn(256, 64), torch.randn(256, 64), torch.randn(64, 64), torch.randn(256, 64))
+
+
+def _marks(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if _torch.is_realize(n)]
+
+
+@pytest.mark.skipif(_torch.realize_op() is None, reason="this torch has no inductor_force_stride_order")
+def test_value_read_by_a_late_extern_kernel_is_stored_where_computed():
+    gm = make_fx(_late_extern_reader, tracing_mode="fake")(*REALIZE_ARGS)
+    ref = make_fx(_late_extern_reader)(*REALIZE_ARGS)
+    assert lowering.store_before_recomputation(gm) == 1
+    gm.graph.lint()
+    (mark,) = _marks(gm)
+    value = mark.args[0]
+    assert mark.prev is value and value.target is aten.add.Tensor
+    assert [u.target for u in mark.users] == [aten.mm.default]
+    assert lowering.store_before_recomputation(gm) == 0
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*REALIZE_ARGS)[0], ref(*REALIZE_ARGS)[0])
+
+
+@pytest.mark.parametrize("case", ["no_extern_between", "operands_read_later", "two_readers"])
+def test_other_extern_operands_are_not_marked(case):
+    fn = {
+        "no_extern_between": lambda a, b, w, r: ((a * b + 1) @ w + torch.tanh(r),),
+        "operands_read_later": lambda a, b, w, r: (lambda v, t: (v @ w + t + a + b,))(a * b + 1, torch.tanh(r @ w)),
+        "two_readers": lambda a, b, w, r: (lambda v, t: (v @ w + t + v,))(a * b + 1, torch.tanh(r @ w)),
+    }[case]
+    gm = make_fx(fn, tracing_mode="fake")(*REALIZE_ARGS)
+    assert lowering.store_before_recomputation(gm) == 0
