@@ -47,6 +47,15 @@ so in what Inductor ran it was never alive through the rest of the backward, whe
 order has it from the head's backward on (HF ResNet-50, 128 px: 7.8 MiB predicted that was not
 there).  :func:`defer_returned_products` moves such a product to the end of the graph itself, so
 the order the plan is replayed in is the order that runs.
+
+Two rewrites keep Inductor from holding a value across a recomputed segment that the graph
+computes next to its readers or before the segment.  A heavy value read twice (a SiLU backward's
+``sigmoid(x)``) is stored, and Inductor fuses a stored value into the kernel that computes its
+input, which for a recomputed ``x`` is the recomputation: :func:`split_shared_transcendentals`
+gives each reader its own copy, which Inductor inlines.  A pointwise value read only by an extern
+kernel is computed when that kernel is lowered, after the recomputation that precedes it, with
+its inputs alive until then: :func:`store_before_recomputation` marks it stored where it is
+(HF EfficientNet-B0: 74.4 -> 69.7 MiB measured, 0.474x min-cut).
 """
 
 from __future__ import annotations
@@ -391,7 +400,7 @@ def _bytes_read_alone(value: fx.Node, position: dict[fx.Node, int]) -> int:
         else:
             sources.add(arg)
     done = position[value]
-    alone = {key: _torch.storage_nbytes(t) for a in sources if all(u in cone or position[u] < done for u in a.users)
+    alone = {key: _torch.storage_nbytes(t) for a in sources if all(u in cone or position.get(u, done) < done for u in a.users)
              for t in _torch.tensors_in(a.meta.get("val")) if (key := _torch.storage_key(t))}
     return sum(alone.values())
 

@@ -28,7 +28,9 @@ Inductor's own rule a dead buffer may stay alive until a later allocation of its
 estimate of the whole graph's peak.  It replays the graph's order: Inductor's peak-memory
 reordering, which can run a kernel elsewhere, is met halfway by shaping the graph
 (:func:`fxremat.lowering.defer_returned_products`), and vertical fusion, which can store a value
-in its producer's kernel long before the graph computes it, is not modelled.
+in its producer's kernel long before the graph computes it, is not modelled (the case measured,
+a shared ``sigmoid`` in a recomputed segment, is rewritten away:
+:func:`fxremat.lowering.split_shared_transcendentals`).
 
 Scratch memory that a kernel allocates and frees *inside* one op is added at that op's step for
 the few ops where it is as large as an activation (:func:`scratch_bytes`: convolution, its
