@@ -355,6 +355,9 @@ def store_before_recomputation(gm: fx.GraphModule, channels_last: bool = False) 
                 and reduction not in getattr(node.target, "tags", ()) and node.target is not operator.getitem
                 and node.target not in _LAYOUT_VIEWS)
 
+    externs_before = [0]  # externs_before[i]: extern kernels among nodes[:i]
+    for node in nodes:
+        externs_before.append(externs_before[-1] + extern(node))
     for reader in nodes:
         if not extern(reader):
             continue
@@ -363,7 +366,7 @@ def store_before_recomputation(gm: fx.GraphModule, channels_last: bool = False) 
             if (value.op != "call_function" or not _torch.inductor_pointwise(value) or len(value.users) != 1
                     or value in returned or not isinstance(val, torch.Tensor) or not val.is_floating_point()
                     or not all(isinstance(d, int) for d in val.shape)  # symbolic: the strides are Inductor's
-                    or not any(extern(n) for n in nodes[position[value] + 1:position[reader]])
+                    or externs_before[position[reader]] == externs_before[position[value] + 1]
                     or _bytes_read_alone(value, position) <= _torch.value_nbytes(value)):
                 continue
             layout = torch.channels_last if channels_last and val.dim() == 4 else torch.contiguous_format

@@ -401,6 +401,11 @@ def test_three_way_tied_embedding_accumulates_once():
                for bw in bws for n in bw.graph.nodes), "the two embeddings' rows are accumulated by one put"
 
 
+def _assert_gradients(model: torch.nn.Module, ref: dict[str, torch.Tensor], rtol: float, atol: float) -> None:
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, ref[name], rtol=rtol, atol=atol, msg=name)
+
+
 def _classifier_head(go, feats, w, x):
     """A classifier head's weight gradient (1000 x 256 from 8-row operands), then a larger backward
     that the returned gradient would otherwise be alive through."""
@@ -467,8 +472,7 @@ def test_classifier_weight_gradient_runs_last_when_planned_for_inductor():
     assert head < total // 2, "min-cut's backward computes the head's weight gradient early"
     head, total = head_gradient_position(partition)
     assert head >= total - 3  # the product, then at most the views that return it
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(p.grad, ref[name], rtol=1e-5, atol=1e-6, msg=name)
+    _assert_gradients(model, ref, rtol=1e-5, atol=1e-6)
 
 
 def _silu_backward(x, grad):
@@ -523,8 +527,7 @@ def test_silu_network_planned_for_inductor_has_no_shared_sigmoid():
     loss_of(torch.compile(model, backend=inductor_mode_backend(partition, calls))(x)).backward()
     (_, bw, _), = calls
     assert _sigmoids(bw) and all(len(s.users) == 1 for s in _sigmoids(bw))
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(p.grad, ref[name], rtol=1e-4, atol=1e-5, msg=name)
+    _assert_gradients(model, ref, rtol=1e-4, atol=1e-5)
 
 
 def _late_extern_reader(a, b, w, r):
