@@ -390,6 +390,7 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
         if not why:
+            bw = _deferred(bw, jg) if jg.inductor else bw
             return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last), step_seconds(fw, bw, jg.inductor),
                           fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
@@ -404,6 +405,13 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         log.info("fxremat: min-cut at activation_memory_budget=%r failed (%s: %s): not a candidate",
                  fraction, type(exc).__name__, exc)
         return None
+
+
+def _deferred(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModule:
+    """min-cut's backward with its returned products run last (:func:`defer_returned_products`, as
+    in every backward fxremat extracts for Inductor), on a copy: the memo keeps min-cut's own pair."""
+    out = _torch.copy_joint(bw)
+    return out if defer_returned_products(out, frozenset(p.name for p in jg.primals)) else bw
 
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
@@ -650,7 +658,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         merge_accumulating_puts(bw)  # after it: the accumulations it chains into one buffer
         sum_small_dims_by_matmul(bw)
         keep_matmuls_in_place(bw)
-        defer_returned_products(bw)  # last: it moves the products the rewrites above left returned
+        defer_returned_products(bw, frozenset(p.name for p in jg.primals))  # last: it moves the products the rewrites above left returned
         split_shared_transcendentals(bw)
         store_before_recomputation(bw, jg.channels_last)
         store_permuted_fanout(fw)

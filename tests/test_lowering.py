@@ -12,7 +12,8 @@ contribution to a shared position bias is reduced and added where it is computed
 ``lowering.defer_returned_products``: a returned matmul of operands at most a quarter its size (a
 classifier's weight gradient) moves to the end of the graph, where Inductor's peak-memory
 reordering runs it; one with larger operands, another reader, or an operand Inductor would compute
-for it alone stays.
+for it alone stays.  A convolution's returned weight gradient of small operands gets a
+``convolution_backward`` call of its own at the end (the input gradient's call stays in place).
 ``lowering.split_shared_transcendentals``: a heavy pointwise value (``sigmoid``) read by two
 pointwise ops gets one copy per reader, so Inductor inlines it instead of storing it; a light
 one, one with an extern or reduction reader, or a returned one is left alone.
@@ -28,6 +29,7 @@ vacuous), and gradients equal eager's.
 from __future__ import annotations
 
 import copy
+import operator
 
 import pytest
 import torch
@@ -443,6 +445,89 @@ def test_other_products_stay_in_place(case):
     }[case]
     gm = make_fx(fn, tracing_mode="fake")(*HEAD_ARGS)
     assert lowering.defer_returned_products(gm) == 0
+
+
+def _late_convolution(go, x, w, other):
+    """A last-stage convolution's backward (a 3x3, 64 -> 64 weight gradient of 144 KiB from two
+    2 x 64 x 4 x 4 operands of 8 KiB), then a larger backward the returned gradient would
+    otherwise be alive through."""
+    gi, gw, _ = aten.convolution_backward(go, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
+    return (gw, torch.tanh(gi.sum() + other @ other).sum(0))
+
+
+CONV_ARGS = (torch.randn(2, 64, 4, 4), torch.randn(2, 64, 4, 4), torch.randn(64, 64, 3, 3), torch.randn(256, 256))
+
+
+def _weight_gradients_before_the_end(gm: fx.GraphModule) -> list[fx.Node]:
+    """Convolution backwards computing a returned weight gradient, followed by nodes other than
+    their own ``getitem``s before the output."""
+    nodes = list(gm.graph.nodes)
+    return [n for i, n in enumerate(nodes) if n.target is aten.convolution_backward.default and n.args[10][1]
+            and any(m.target is not operator.getitem or m.args[0] is not n for m in nodes[i + 1:-1])]
+
+
+def test_convolution_weight_gradient_gets_its_own_call_at_the_end():
+    """The weight is a parameter (a placeholder the caller holds), so only the two activations
+    count as held: the weight gradient moves to the end in a call of its own, the input gradient
+    stays where it was, and every value is unchanged."""
+    gm = make_fx(_late_convolution, tracing_mode="fake")(*CONV_ARGS)
+    assert lowering.defer_returned_products(gm) == 0, "the weight itself counts unless the caller holds it"
+    weight = frozenset({"w_1"})
+    gm = rewritten_exactly(_late_convolution, CONV_ARGS, lambda g: lowering.defer_returned_products(g, weight),
+                           _weight_gradients_before_the_end)
+    assert lowering.defer_returned_products(gm, weight) == 0  # already last: nothing moved twice
+    calls = [n for n in gm.graph.nodes if n.target is aten.convolution_backward.default]
+    assert [n.args[10] for n in calls] == [[True, False, False], [False, True, False]]
+    assert list(gm.graph.nodes)[-3] is calls[1]  # the call, its getitem, the output
+    ref = make_fx(_late_convolution)(*CONV_ARGS)
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*CONV_ARGS)[1], ref(*CONV_ARGS)[1])
+
+
+@pytest.mark.parametrize("case", ["large_operands", "read_again"])
+def test_other_convolution_weight_gradients_stay(case):
+    if case == "large_operands":  # an early layer: 2 x 64 x 32 x 32 operands (512 KiB each) for a 144 KiB gradient
+        args = (torch.randn(2, 64, 32, 32), torch.randn(2, 64, 32, 32), *CONV_ARGS[2:])
+        gm = make_fx(_late_convolution, tracing_mode="fake")(*args)
+    else:  # the gradient is also read by the backward, not only returned
+        def fn(go, x, w, other):
+            gw, rest = _late_convolution(go, x, w, other)
+            return (gw, rest + gw.sum())
+        gm = make_fx(fn, tracing_mode="fake")(*CONV_ARGS)
+    assert lowering.defer_returned_products(gm, frozenset({"w_1"})) == 0
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_last_stage_weight_gradients_run_last_when_planned_for_inductor():
+    """A CNN whose last stage holds most of its weights on 2 x 2 pixels, planned for Inductor (no
+    kernel compiled): that stage's 3x3 weight gradients (576 KiB each, from 4 KiB operands) are
+    computed by calls of their own after every other convolution backward, where min-cut's backward
+    computes them first; the gradients equal eager's."""
+    torch.manual_seed(0)
+    conv = lambda i, o, s=1: (torch.nn.Conv2d(i, o, 3, s, 1, bias=False), torch.nn.BatchNorm2d(o), torch.nn.ReLU())
+    model = torch.nn.Sequential(*conv(3, 16), *conv(16, 32, 2), *conv(32, 128, 2), *conv(128, 128, 2), *conv(128, 128),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, 10))
+    x = torch.randn(2, 3, 16, 16)
+    loss_of(model(x)).backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    def late_weight_gradients(partition_fn) -> tuple[list[int], int]:
+        """Positions of the backward's calls computing a 128 x 128 x 3 x 3 weight gradient, and
+        of its last call computing an input gradient."""
+        model.zero_grad(set_to_none=True)
+        torch._dynamo.reset()
+        calls = []
+        loss_of(torch.compile(model, backend=inductor_mode_backend(partition_fn, calls))(x)).backward()
+        (_, bw, _), = calls
+        convs = [n for n in bw.graph.nodes if n.target is aten.convolution_backward.default]
+        late = [i for i, n in enumerate(convs) if n.args[10][1] and tuple(n.args[2].meta["val"].shape) == (128, 128, 3, 3)]
+        return late, max(i for i, n in enumerate(convs) if n.args[10][0])
+
+    late, last_input_gradient = late_weight_gradients(min_cut_rematerialization_partition)
+    assert min(late) < last_input_gradient, "min-cut's backward computes them before the early layers' gradients"
+    late, last_input_gradient = late_weight_gradients(partition)
+    assert len(late) == 2 and min(late) > last_input_gradient
+    _assert_gradients(model, ref, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.usefixtures("fresh_compile")
