@@ -718,3 +718,219 @@ CASES.update({
     # sigmoid pairwise contrastive loss (logit scale and bias), multi-head attention-pool head
     "siglip": siglip,
 })
+
+
+# ---- third-party architectures, round 4 (transformers, random weights) ----
+def xlnet(batch=2, seq=16, predict=4, vocab=512):
+    """XLNet with perm_mask + target_mapping: the query (g) stream runs beside the content stream."""
+    ids = torch.randint(1, vocab, (batch, seq))
+    perm = torch.zeros(batch, seq, seq)
+    perm[:, :, -predict:] = 1.0  # nobody sees the last `predict` tokens
+    target = torch.zeros(batch, predict, seq)
+    target[:, torch.arange(predict), seq - predict + torch.arange(predict)] = 1.0
+    inputs = {"input_ids": ids, "perm_mask": perm, "target_mapping": target, "labels": ids[:, -predict:].clone()}
+    return hf_model("XLNetLMHeadModel", "XLNetConfig", inputs, vocab_size=vocab, d_model=64, n_layer=2, n_head=4,
+                    d_inner=128, dropout=0.1, use_mems_train=False)
+
+
+def reformer(batch=2, seq=32, vocab=320):
+    """Reformer LM: reversible residual layers (autograd.Function recomputing forward in backward), LSH + local attention.
+
+    Each layer reseeds the global generator from ``torch.seed()`` (nondeterministic) before attention and feed-forward
+    so that its backward can redraw the same LSH rotations and dropout; here the seeds are fixed per layer (still a
+    ``torch.manual_seed`` inside the forward) so that eager, min-cut and fxremat draw alike."""
+    import types
+
+    inputs = {"input_ids": torch.randint(1, vocab, (batch, seq)), "labels": torch.randint(1, vocab, (batch, seq))}
+
+    def seeded(attr, seed):
+        def init(self):
+            setattr(self, attr, seed)
+            torch.manual_seed(seed)
+        return init
+
+    model, args, loss_fn = hf_model("ReformerModelWithLMHead", "ReformerConfig", inputs, vocab_size=vocab, hidden_size=64,
+                    num_attention_heads=2, attention_head_size=16, attn_layers=["local", "lsh", "local", "lsh"],
+                    axial_pos_shape=[4, 8], axial_pos_embds_dim=[16, 48], max_position_embeddings=seq,
+                    local_attn_chunk_length=8, lsh_attn_chunk_length=8, num_buckets=4, num_hashes=2,
+                    feed_forward_size=128, is_decoder=True, hidden_dropout_prob=0.0,
+                    local_attention_probs_dropout_prob=0.0, lsh_attention_probs_dropout_prob=0.0, pad_token_id=0,
+                    eos_token_id=2, use_cache=False)
+    for i, layer in enumerate(model.hf.reformer.encoder.layers):
+        layer._init_attention_seed = types.MethodType(seeded("attention_seed", 1000 + 2 * i), layer)
+        layer._init_feed_forward_seed = types.MethodType(seeded("feed_forward_seed", 1001 + 2 * i), layer)
+    return model, args, loss_fn
+
+
+def layoutlm(batch=2, seq=32, vocab=512):
+    """LayoutLM: token + 1-D position + four 2-D bbox coordinate embeddings (x0, y0, x1, y1, h, w lookups)."""
+    xy = torch.randint(0, 900, (batch, seq, 2))
+    wh = torch.randint(1, 100, (batch, seq, 2))
+    bbox = torch.cat([xy, xy + wh], -1)
+    ids = torch.randint(1, vocab, (batch, seq))
+    inputs = {"input_ids": ids, "bbox": bbox, "attention_mask": pad_mask(batch, seq), "labels": ids.clone()}
+    return hf_model("LayoutLMForMaskedLM", "LayoutLMConfig", inputs, vocab_size=vocab, hidden_size=64,
+                    num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, max_position_embeddings=64)
+
+
+def canine(batch=2, seq=32, classes=3):
+    """CANINE: hashed code-point embeddings, local-attention char encoder, strided-conv downsampling, conv upsampling."""
+    inputs = {"input_ids": torch.randint(32, 2000, (batch, seq)), "attention_mask": pad_mask(batch, seq),
+              "labels": torch.arange(batch) % classes}
+    return hf_model("CanineForSequenceClassification", "CanineConfig", inputs, num_labels=classes, hidden_size=64,
+                    num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, downsampling_rate=4,
+                    num_hash_functions=4, num_hash_buckets=64, local_transformer_stride=8, max_position_embeddings=64,
+                    upsampling_kernel_size=4)
+
+
+def perceiver(batch=2, seq=32, vocab=262):
+    """Perceiver IO: cross-attention from a learned latent array onto the bytes, latent self-attention, query decoder."""
+    ids = torch.randint(0, vocab, (batch, seq))
+    inputs = {"inputs": ids, "attention_mask": pad_mask(batch, seq), "labels": ids.clone()}
+    return hf_model("PerceiverForMaskedLM", "PerceiverConfig", inputs, vocab_size=vocab, num_latents=16, d_latents=64,
+                    d_model=64, num_blocks=1, num_self_attends_per_block=2, num_self_attention_heads=4,
+                    num_cross_attention_heads=4, qk_channels=32, v_channels=64, max_position_embeddings=seq)
+
+
+def upernet(batch=2, image=64, classes=5):
+    """UperNet on a ConvNeXt backbone: PSP pooling (adaptive pools 1,2,3,6 + bilinear upsampling), FPN fusion.
+
+    No auxiliary FCN head: with ``use_auxiliary_head=True`` plain ``torch.compile`` (Inductor, default partitioner)
+    returns all-zero gradients (torch 2.13; aot_eager is right), so min-cut could not be compared."""
+    import transformers
+
+    bb = transformers.ConvNextConfig(depths=[1, 1, 1, 1], hidden_sizes=[16, 16, 32, 32], drop_path_rate=0.1,
+                                     out_features=["stage1", "stage2", "stage3", "stage4"])
+    inputs = {"pixel_values": torch.randn(batch, 3, image, image),
+              "labels": torch.randint(0, classes, (batch, image, image))}
+    return hf_model("UperNetForSemanticSegmentation", "UperNetConfig", inputs, backbone_config=bb, num_labels=classes,
+                    hidden_size=32, pool_scales=[1, 2, 3, 6], use_auxiliary_head=False)
+
+
+def glpn(batch=2, image=64):
+    """GLPN depth: Mix-Transformer encoder, selective feature fusion decoder, sigmoid depth, SiLog loss on valid pixels."""
+    depth = torch.rand(batch, image, image) * 5 + 0.1
+    depth[:, :4] = 0.0  # invalid pixels, masked out of the loss (boolean indexing)
+    inputs = {"pixel_values": torch.randn(batch, 3, image, image), "labels": depth}
+    return hf_model("GLPNForDepthEstimation", "GLPNConfig", inputs, num_encoder_blocks=4, depths=[1, 1, 1, 1],
+                    sr_ratios=[4, 2, 1, 1], hidden_sizes=[16, 16, 32, 32], num_attention_heads=[1, 1, 2, 2],
+                    decoder_hidden_size=16, drop_path_rate=0.1, max_depth=10)
+
+
+def yolos(batch=2, image=32, classes=4, objects=3):
+    """YOLOS: ViT with detection tokens, Hungarian matching (scipy, on CPU), L1 + generalized-IoU + CE losses."""
+    torch.manual_seed(0)
+    labels = [{"class_labels": torch.randint(0, classes, (objects,)),
+               "boxes": torch.rand(objects, 4) * 0.4 + torch.tensor([0.3, 0.3, 0.1, 0.1])} for _ in range(batch)]
+    inputs = {"pixel_values": torch.randn(batch, 3, image, image), "labels": labels}
+    return hf_model("YolosForObjectDetection", "YolosConfig", inputs, num_labels=classes, image_size=[image, image],
+                    patch_size=4, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                    num_detection_tokens=8)
+
+
+def vision_encoder_decoder(batch=2, image=32, target=8, vocab=512):
+    """ViT encoder + GPT-2 decoder with cross attention (encoder/decoder of different families), label shift."""
+    import transformers
+
+    torch.manual_seed(0)
+    enc = transformers.ViTConfig(image_size=image, patch_size=4, hidden_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, intermediate_size=128)
+    dec = transformers.GPT2Config(vocab_size=vocab, n_embd=64, n_layer=2, n_head=4, n_positions=32,
+                                  add_cross_attention=True, is_decoder=True, resid_pdrop=0.1, embd_pdrop=0.0,
+                                  attn_pdrop=0.0)
+    cfg = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(enc, dec)
+    cfg.decoder_start_token_id, cfg.pad_token_id = 1, 0
+    hf = transformers.VisionEncoderDecoderModel(cfg)
+    inputs = {"pixel_values": torch.randn(batch, 3, image, image), "labels": torch.randint(3, vocab, (batch, target))}
+    return KW(hf, tuple(inputs), "loss"), tuple(inputs.values()), None
+
+
+CASES.update({
+    # two-stream relative attention (content + query stream via perm_mask/target_mapping), einsum relative shift
+    "xlnet": xlnet,
+    # reversible layers: custom autograd.Function whose backward re-runs the layers; LSH bucketing (random rotations, argsort)
+    "reformer": reformer,
+    # top-1 router with capacity (cumsum over one-hot), jitter noise (uniform multiplicative), z-loss + aux loss
+    "switch-transformers": lambda: lm("SwitchTransformersForConditionalGeneration", "SwitchTransformersConfig",
+                                      d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
+                                      num_experts=4, expert_capacity=16, encoder_sparse_step=1, decoder_sparse_step=1,
+                                      router_jitter_noise=0.01, relative_attention_num_buckets=8, dropout_rate=0.0,
+                                      decoder_start_token_id=0, pad_token_id=0, use_cache=False,
+                                      output_router_logits=True, attn="eager", enc_dec=True),
+    # routed experts plus a shared expert scaled by a sigmoid gate, router aux loss
+    "qwen2-moe": lambda: lm("Qwen2MoeForCausalLM", "Qwen2MoeConfig", hidden_size=64, intermediate_size=128,
+                            moe_intermediate_size=32, shared_expert_intermediate_size=64, num_experts=4,
+                            num_experts_per_tok=2, decoder_sparse_step=1, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, output_router_logits=True, router_aux_loss_coef=0.02,
+                            max_position_embeddings=64),
+    # T5 with a relative position bias per layer (not shared from layer 0), gated-gelu, dropout
+    "umt5": lambda: lm("UMT5ForConditionalGeneration", "UMT5Config", d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                       num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                       feed_forward_proj="gated-gelu", dropout_rate=0.1, decoder_start_token_id=0, pad_token_id=0,
+                       use_cache=False, enc_dec=True),
+    # sinusoidal positions with padding offset, sqrt(d) embedding scale, dropout
+    "xglm": lambda: lm("XGLMForCausalLM", "XGLMConfig", d_model=64, num_layers=2, attention_heads=4, ffn_dim=128,
+                       max_position_embeddings=64, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
+                       scale_embedding=True, pad_token_id=0, attn="eager"),
+    # span-based dynamic convolution (unfold of a depthwise-separable conv, per-token softmax kernels), grouped linear
+    "convbert": lambda: lm("ConvBertForMaskedLM", "ConvBertConfig", hidden_size=64, embedding_size=32,
+                           num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, head_ratio=2,
+                           conv_kernel_size=5, num_groups=2, max_position_embeddings=64, attn="eager"),
+    # rotary attention, token dropout (mask-token embeddings zeroed, rescale by observed mask ratio: data-dependent)
+    "esm": lambda: lm("EsmForMaskedLM", "EsmConfig", vocab=33, hidden_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=128, position_embedding_type="rotary",
+                      token_dropout=True, mask_token_id=32, pad_token_id=1, max_position_embeddings=64,
+                      emb_layer_norm_before=False),
+    # 2-D bbox coordinate embeddings gathered from the bbox input tensor (x, y, h, w lookups)
+    "layoutlm": layoutlm,
+    # hashed code-point embeddings (modular arithmetic on ids), downsampling conv, upsampling repeat_interleave
+    "canine": canine,
+    # cross-attention from learned latents, latent self-attention, learned decoder queries
+    "perceiver": perceiver,
+    # WKV recurrence in pure torch: Python loop over time steps with running max/exp state, token shift (ZeroPad2d)
+    "rwkv": lambda: lm("RwkvForCausalLM", "RwkvConfig", seq=16, mask=False, hidden_size=32, num_hidden_layers=2,
+                       attention_hidden_size=32, intermediate_size=64, context_length=16, use_cache=False, attn="eager"),
+    # post-norm residual (norm on the sublayer output), q/k RMSNorm over the full projection before head split
+    "olmo2": lambda: lm("Olmo2ForCausalLM", "Olmo2Config", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0),
+    # scalar multipliers everywhere: embedding, residual, attention scale, logits divided by logits_scaling
+    "granite": lambda: lm("GraniteForCausalLM", "GraniteConfig", hidden_size=64, intermediate_size=128,
+                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                          embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
+                          logits_scaling=8.0, attention_dropout=0.1),
+    # partial rotary (25 % of head dim), per-head q/k LayerNorm (a LayerNorm module per head), parallel residual
+    "stablelm": lambda: lm("StableLmForCausalLM", "StableLmConfig", hidden_size=64, intermediate_size=128,
+                           num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                           max_position_embeddings=64, use_qkv_bias=True, qk_layernorm=True,
+                           use_parallel_residual=True, hidden_dropout=0.1,
+                           rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                            "partial_rotary_factor": 0.25}),
+    # Fourier token mixing: torch.fft.fftn over (seq, hidden), .real (complex intermediates), no attention
+    "fnet": lambda: lm("FNetForMaskedLM", "FNetConfig", mask=False, hidden_size=64, num_hidden_layers=2,
+                       intermediate_size=128, max_position_embeddings=64, use_tpu_fourier_optimizations=False, attn="eager"),
+    # alternating global / sliding-window layers, sparse prediction (head only on labelled tokens: boolean indexing)
+    "modernbert": lambda: lm("ModernBertForMaskedLM", "ModernBertConfig", hidden_size=64, intermediate_size=128,
+                             num_hidden_layers=3, num_attention_heads=4, local_attention=8,
+                             max_position_embeddings=64, pad_token_id=0, sparse_prediction=True,
+                             mlp_dropout=0.1),
+    # focal modulation: hierarchical depthwise convs gated per level, global context pooling, drop path
+    "focalnet": lambda: vision("FocalNetForImageClassification", "FocalNetConfig", image=32, image_size=32,
+                               patch_size=2, embed_dim=16, depths=[1, 2], hidden_sizes=[16, 32], focal_levels=[2, 2],
+                               focal_windows=[3, 3], drop_path_rate=0.1, use_layerscale=True),
+    # mask-unit attention: tokens unrolled into mask units (multi-step reshape/permute), query pooling by max over strides
+    "hiera": lambda: vision("HieraForImageClassification", "HieraConfig", image=64, image_size=[64, 64], embed_dim=16,
+                            patch_size=[7, 7], patch_stride=[4, 4], patch_padding=[3, 3], depths=[1, 2],
+                            num_heads=[1, 2], num_query_pool=1, query_stride=[2, 2], masked_unit_size=[8, 8],
+                            masked_unit_attention=[True, False], drop_path_rate=0.1),
+    # separable linear self-attention (softmax context scores over patches), unfold/fold of patches, GroupNorm
+    "mobilevitv2": lambda: vision("MobileViTV2ForImageClassification", "MobileViTV2Config", image=64, image_size=64,
+                                  width_multiplier=0.5, n_attn_blocks=[1, 1, 1], classifier_dropout_prob=0.1),
+    # PSP pooling (adaptive pools, one to 1x1 under train-mode BatchNorm) + FPN fusion over ConvNeXt, bilinear upsampling
+    "upernet": upernet,
+    # SiLog loss over valid depth pixels (boolean mask indexing), selective feature fusion, sigmoid depth head
+    "glpn": glpn,
+    # Hungarian matching on CPU (scipy linear_sum_assignment: a graph break), generalized IoU loss, detection tokens
+    "yolos": yolos,
+    # ViT encoder into a GPT-2 decoder with cross attention, two model families in one graph
+    "vision-encoder-decoder": vision_encoder_decoder,
+})
