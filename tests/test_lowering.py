@@ -9,7 +9,7 @@ Inductor runs in place (the second of a chain it runs on a copy).
 ``lowering.sum_small_dims_by_matmul``: a sum over a batch of 2 (which Inductor inlines into its
 readers) becomes ``mm(ones, x)``, and its accumulation into an earlier sum ``addmm``: each layer's
 contribution to a shared position bias is reduced and added where it is computed.
-``lowering.defer_returned_products``: a returned matmul of operands at most a quarter its size (a
+``lowering.defer_returned_products``: a returned matmul of operands at most half its size (a
 classifier's weight gradient) moves to the end of the graph, where Inductor's peak-memory
 reordering runs it; one with larger operands, another reader, or an operand Inductor would compute
 for it alone stays.  A convolution's returned weight gradient of small operands gets a
