@@ -484,6 +484,21 @@ def test_convolution_weight_gradient_gets_its_own_call_at_the_end():
     torch.testing.assert_close(real(*CONV_ARGS)[1], ref(*CONV_ARGS)[1])
 
 
+def test_min_cut_pair_is_deferred_on_a_copy():
+    """A safe min-cut budget pair fxremat runs as it is gets the same deferral as fxremat's own
+    backwards, on a copy: the memo's pair (min-cut's own, the report's baseline) is untouched."""
+    from types import SimpleNamespace
+
+    from fxremat.partitioner import _deferred
+    bw = make_fx(_late_convolution, tracing_mode="fake")(*CONV_ARGS)
+    before = str(bw.graph)
+    weight = next(n for n in bw.graph.nodes if n.name == "w_1")
+    out = _deferred(bw, SimpleNamespace(primals=(weight,)))
+    assert out is not bw and str(bw.graph) == before
+    assert not _weight_gradients_before_the_end(out) and _weight_gradients_before_the_end(bw)
+    assert _deferred(bw, SimpleNamespace(primals=())) is bw  # nothing to move: the pair itself
+
+
 @pytest.mark.parametrize("case", ["large_operands", "read_again"])
 def test_other_convolution_weight_gradients_stay(case):
     if case == "large_operands":  # an early layer: 2 x 64 x 32 x 32 operands (512 KiB each) for a 144 KiB gradient
