@@ -76,7 +76,7 @@ from .fusion import heavy_on_cpu
 
 __all__ = ["keep_matmuls_in_place", "accumulate_into_addend", "merge_accumulating_puts", "sum_small_dims_by_matmul",
            "store_permuted_fanout", "defer_returned_products", "split_shared_transcendentals",
-           "store_before_recomputation", "add_reading"]
+           "store_before_recomputation", "add_reading", "deferred_tail"]
 
 _aten = torch.ops.aten
 
@@ -273,6 +273,7 @@ def store_permuted_fanout(gm: fx.GraphModule) -> int:
 # and a half differ on four: ResNet-50 160 px 160.6 -> 150.4 MiB predicted, Swin 51.8 -> 46.0,
 # EfficientNet-B0 67.6 -> 66.4, ResNet-50 128 px (see docs/results.md); no language model.
 DEFERRED_OPERANDS_SHARE = 0.5
+DEFERRED = "fxremat_deferred"  # node.meta key of the nodes defer_returned_products moved
 _PRODUCTS = (_aten.mm.default, _aten.addmm.default, _aten.bmm.default)
 
 
@@ -322,8 +323,16 @@ def defer_returned_products(gm: fx.GraphModule, inputs: frozenset[str] = frozens
             group = [node if whole else _split_weight_gradient(graph, node, product)] + group
         for moved in sorted(group, key=lambda n: position.get(n, -1)):
             output.prepend(moved)
+            moved.meta[DEFERRED] = True
         rewritten += 1
     return _finished(gm, rewritten)
+
+
+def deferred_tail(gm: fx.GraphModule) -> frozenset[str]:
+    """Names of the nodes :func:`defer_returned_products` moved to the end of ``gm``: the only
+    place where a deferral can raise the bytes alive (between a product's old place and the end,
+    its operands, at most half its bytes, are alive instead of it)."""
+    return frozenset(n.name for n in gm.graph.nodes if n.meta.get(DEFERRED))
 
 
 def _weight_gradient(conv_backward: fx.Node) -> fx.Node | None:

@@ -54,9 +54,9 @@ from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
-from .lowering import (accumulate_into_addend, defer_returned_products, keep_matmuls_in_place, merge_accumulating_puts,
-                       split_shared_transcendentals, store_before_recomputation, store_permuted_fanout,
-                       sum_small_dims_by_matmul)
+from .lowering import (accumulate_into_addend, defer_returned_products, deferred_tail, keep_matmuls_in_place,
+                       merge_accumulating_puts, split_shared_transcendentals, store_before_recomputation,
+                       store_permuted_fanout, sum_small_dims_by_matmul)
 from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
@@ -392,9 +392,13 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
         if not why:
-            bw = _deferred(bw, jg) if jg.inductor else bw
-            return _Rival(fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last), step_seconds(fw, bw, jg.inductor),
-                          fraction)
+            timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+            later = _deferred(bw, jg) if jg.inductor else bw
+            if later is not bw:  # kept where it replays lower (it can raise a peak at the very end)
+                deferred = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+                if deferred.peak_bytes < timeline.peak_bytes:
+                    bw, timeline = later, deferred
+            return _Rival(fw, bw, timeline, step_seconds(fw, bw, jg.inductor), fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
         rebuilt = rebuild(names)
         if rebuilt is None:
@@ -646,10 +650,14 @@ class _Candidate(NamedTuple):
 
 
 def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tuple[Twin, ...],
-             held: list[fx.Node]) -> _Extracted:
+             held: list[fx.Node], defer: bool = True) -> _Extracted:
     """Extracted and scheduled graphs, and their predicted timeline, for a complete saved set (one
     :func:`~fxremat.saved.close_over_bans` returned); ``held``: min-cut's saved values (with
-    :data:`REBUILD_NEAR_USE`, copies of them may be rebuilt near their use)."""
+    :data:`REBUILD_NEAR_USE`, copies of them may be rebuilt near their use).  Where the replay's
+    peak falls among the products :func:`defer_returned_products` moved to the end (what they
+    hold while they wait can raise it there, and only there: a graph whose peak is its last
+    gradients, HF Speech2Text's tiny case), the pair is extracted again without the move and the
+    lower of the two is kept."""
     with reading_saved_twins(twins, saved):
         fw, bw = _torch.extract_fwd_bwd(
             jg.module, saved, sym, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_nodes=jg.static_inputs
@@ -660,14 +668,19 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         merge_accumulating_puts(bw)  # after it: the accumulations it chains into one buffer
         sum_small_dims_by_matmul(bw)
         keep_matmuls_in_place(bw)
-        defer_returned_products(bw, frozenset(p.name for p in jg.primals))  # last: it moves the products the rewrites above left returned
+        if defer:  # last: it moves the products the rewrites above left returned
+            defer_returned_products(bw, frozenset(p.name for p in jg.primals))
         split_shared_transcendentals(bw)
         store_before_recomputation(bw, jg.channels_last)
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    return _Extracted(tuple(n.name for n in saved), fw, bw, simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last),
-                      step_seconds(fw, bw, jg.inductor))
+    timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+    if defer and jg.inductor and timeline.labels[timeline.peak_step] in deferred_tail(bw):
+        plain = _extract(jg, saved, sym, twins, held, defer=False)
+        if plain.timeline.peak_bytes < timeline.peak_bytes:
+            return plain
+    return _Extracted(tuple(n.name for n in saved), fw, bw, timeline, step_seconds(fw, bw, jg.inductor))
 
 
 def _log_report(r: PartitionReport) -> None:
