@@ -51,6 +51,8 @@ _symbolic_shapes = _need("torch.fx.experimental", "symbolic_shapes")
 _InputMutationAOTOutput = _need("torch._functorch._aot_autograd.descriptors", "InputMutationAOTOutput")
 _CheckpointPolicy = _need("torch.utils.checkpoint", "CheckpointPolicy")
 _BoxedCodeGen = _need("torch.fx.graph", "_BoxedCodeGen")
+_contiguous_strides = _need("torch._prims_common", "make_contiguous_strides_for")
+_channels_last_strides = _need("torch._prims_common", "make_channels_last_strides_for")
 try:  # optional: without it random ops are never recomputed (saved instead)
     from torch._functorch.partitioners import functionalize_rng_ops as _functionalize_rng_ops
 except ImportError:
@@ -230,6 +232,12 @@ def realize_op() -> Any:
         return torch.ops.prims.inductor_force_stride_order.default
     except (ImportError, AttributeError, RuntimeError):
         return None
+
+
+def dense_strides(shape: Any, channels_last: bool = False) -> tuple[int, ...]:
+    """The strides of a dense tensor of ``shape``: channels-last (a 4-d shape) or contiguous, by
+    torch's own rule."""
+    return tuple((_channels_last_strides if channels_last else _contiguous_strides)(shape))
 
 
 def is_realize(node: fx.Node) -> bool:

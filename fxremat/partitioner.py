@@ -387,18 +387,18 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
     for one caller-visible input alone, and made safe they predict less than fxremat's plans at
     the same fraction for no more time (ConvNeXt 160 px at 0.8: 72.3 MiB against 99.8).  A safe
     pair runs as min-cut made it, but for Inductor with its returned products deferred as in every
-    backward fxremat extracts (:func:`_deferred`; HF RegNet at 0.8: 103.4 -> 94.0 MiB predicted)."""
+    backward fxremat extracts (:func:`_deferred`; HF RegNet at 0.8: 103.4 -> 94.0 MiB predicted),
+    unless its replayed peak falls among the moved products and the pair without them is lower."""
     try:
         fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
         why = min_cut_hazards(fw, bw, jg)
         if not why:
-            timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
             later = _deferred(bw, jg) if jg.inductor else bw
-            if later is not bw:  # kept where it replays lower (it can raise a peak at the very end)
-                deferred = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
-                if deferred.peak_bytes < timeline.peak_bytes:
-                    bw, timeline = later, deferred
-            return _Rival(fw, bw, timeline, step_seconds(fw, bw, jg.inductor), fraction)
+            timeline = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+            if later is not bw and _peak_in_deferred_tail(timeline, later):
+                plain = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+                later, timeline = (bw, plain) if plain.peak_bytes < timeline.peak_bytes else (later, timeline)
+            return _Rival(fw, later, timeline, step_seconds(fw, later, jg.inductor), fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
         rebuilt = rebuild(names)
         if rebuilt is None:
@@ -414,10 +414,22 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
 
 
 def _deferred(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModule:
-    """min-cut's backward with its returned products run last (:func:`defer_returned_products`, as
-    in every backward fxremat extracts for Inductor), on a copy: the memo keeps min-cut's own pair."""
+    """min-cut's backward with its returned products run last (as in every backward fxremat
+    extracts for Inductor), on a copy: the memo keeps min-cut's own pair."""
     out = _torch.copy_joint(bw)
-    return out if defer_returned_products(out, frozenset(p.name for p in jg.primals)) else bw
+    return out if _defer_products(out, jg) else bw
+
+
+def _defer_products(bw: fx.GraphModule, jg: JointGraph) -> int:
+    """:func:`defer_returned_products` on ``bw``, counting the joint graph's primals (parameters
+    and the step's inputs, which the caller holds) as no operand's cost."""
+    return defer_returned_products(bw, frozenset(p.name for p in jg.primals))
+
+
+def _peak_in_deferred_tail(timeline: Timeline, bw: fx.GraphModule) -> bool:
+    """Whether the replayed peak falls among the products moved to ``bw``'s end, the only place a
+    deferral can raise it: there the pair without the move may replay lower."""
+    return timeline.labels[timeline.peak_step] in deferred_tail(bw)
 
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
@@ -669,14 +681,14 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         sum_small_dims_by_matmul(bw)
         keep_matmuls_in_place(bw)
         if defer:  # last: it moves the products the rewrites above left returned
-            defer_returned_products(bw, frozenset(p.name for p in jg.primals))
+            _defer_products(bw, jg)
         split_shared_transcendentals(bw)
         store_before_recomputation(bw, jg.channels_last)
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
     timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
-    if defer and jg.inductor and timeline.labels[timeline.peak_step] in deferred_tail(bw):
+    if defer and jg.inductor and _peak_in_deferred_tail(timeline, bw):
         plain = _extract(jg, saved, sym, twins, held, defer=False)
         if plain.timeline.peak_bytes < timeline.peak_bytes:
             return plain
