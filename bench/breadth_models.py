@@ -934,3 +934,250 @@ CASES.update({
     # ViT encoder into a GPT-2 decoder with cross attention, two model families in one graph
     "vision-encoder-decoder": vision_encoder_decoder,
 })
+
+
+# ---- torch-level training hazards (nn modules and functional APIs people compile) ----
+class FlexAttn(nn.Module):
+    """flex_attention with a causal + padding block mask and a learnable relative-position score_mod."""
+
+    def __init__(self, d=64, h=4, layers=3, seq=64):
+        super().__init__()
+        self.h, self.seq = h, seq
+        self.qkv = nn.ModuleList([nn.Linear(d, 3 * d) for _ in range(layers)])
+        self.o = nn.ModuleList([nn.Linear(d, d) for _ in range(layers)])
+        self.bias = nn.Parameter(torch.zeros(2 * seq))
+
+    def forward(self, x, lengths):
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        b, s, d = x.shape
+        bias = self.bias
+
+        def mask_mod(bi, hi, qi, ki):
+            return (qi >= ki) & (ki < lengths[bi])
+
+        def score_mod(score, bi, hi, qi, ki):
+            return score + bias[qi - ki + s]
+
+        block = create_block_mask(mask_mod, b, None, s, s, device=str(x.device))
+        for qkv, o in zip(self.qkv, self.o):
+            q, k, v = qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            a = flex_attention(q, k, v, score_mod=score_mod, block_mask=block)
+            x = x + o(a.transpose(1, 2).reshape(b, s, d))
+        return x
+
+
+def flex_attn():
+    """torch refuses flex_attention's backward on CPU up front (``_validate_device``), although its dense
+    reference implementation computes it; on CPU the check is lifted for this case (process-wide, as
+    the bench runs one case at a time) so that fxremat's plan of the flex HOPs is checked here too.
+    On CPU Inductor's flex kernels do not compile for training: run this case with the eager compiler."""
+    import torch.nn.attention.flex_attention as flex
+
+    flex._validate_device = lambda *a: None
+    torch.manual_seed(0)
+    return FlexAttn(), (torch.randn(2, 64, 64), torch.tensor([64, 40])), lambda o: o.pow(2).mean()
+
+
+class TorchTransformer(nn.Module):
+    """nn.TransformerEncoder (pre-norm, dropout, GELU) with a key-padding and a causal mask, tied head."""
+
+    def __init__(self, vocab=200, d=64, layers=3):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, 4, 128, dropout=0.1, activation="gelu", batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids, pad):
+        s = ids.shape[1]
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        h = self.enc(self.emb(ids), mask=causal, src_key_padding_mask=pad, is_causal=True)
+        return F.cross_entropy(self.head(h).flatten(0, 1), ids.roll(-1, 1).flatten(), label_smoothing=0.1)
+
+
+def torch_transformer():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 200, (2, 32))
+    pad = torch.zeros(2, 32, dtype=torch.bool)
+    pad[1, 24:] = True
+    return TorchTransformer(), (ids, pad), None
+
+
+class LSTMTagger(nn.Module):
+    """A 2-layer bidirectional nn.LSTM between an embedding and a tagger (dynamo's RNN handling)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 32)
+        self.rnn = nn.LSTM(32, 32, num_layers=2, bidirectional=True, batch_first=True, dropout=0.1)
+        self.mlp = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+        self.out = nn.Linear(64, 10)
+
+    def forward(self, ids, tags):
+        h, _ = self.rnn(self.emb(ids))
+        return F.cross_entropy(self.out(self.mlp(h) + h).flatten(0, 1), tags.flatten())
+
+
+class SpectralNormMLP(nn.Module):
+    """Spectral-norm parametrized linears (power iteration updates buffers in place during forward)."""
+
+    def __init__(self):
+        super().__init__()
+        from torch.nn.utils.parametrizations import spectral_norm
+
+        self.l = nn.ModuleList([spectral_norm(nn.Linear(64, 64)) for _ in range(4)])
+
+    def forward(self, x):
+        for l in self.l:
+            x = F.leaky_relu(l(x), 0.2) + x
+        return x
+
+
+class EmbMaxNorm(nn.Module):
+    """nn.Embedding(max_norm=...): the looked-up rows of the weight are renormalised in place each forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 32, max_norm=1.0)
+        self.l = nn.ModuleList([nn.Linear(32, 32) for _ in range(4)])
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        for l in self.l:
+            h = torch.tanh(l(h)) + h
+        return h
+
+
+class LSQNet(nn.Module):
+    """Quantization-aware training: learnable-scale fake quantization (LSQ) of weights and activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.ModuleList([nn.Linear(64, 64) for _ in range(4)])
+        self.s = nn.Parameter(torch.full((4,), 0.05))
+        self.zp = nn.Parameter(torch.zeros(4), requires_grad=False)
+
+    def forward(self, x):
+        for i, l in enumerate(self.l):
+            w = torch._fake_quantize_learnable_per_tensor_affine(l.weight, self.s[i:i + 1], self.zp[i:i + 1], -128, 127, 1.0)
+            x = torch._fake_quantize_learnable_per_tensor_affine(F.relu(F.linear(x, w, l.bias)) + x,
+                                                                 self.s[i:i + 1] * 4, self.zp[i:i + 1], 0, 255, 1.0)
+        return x
+
+
+class STN(nn.Module):
+    """Spatial transformer: a localisation net predicts an affine grid, grid_sample resamples the image."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, 6))
+        self.body = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 16, 3, 1, 1),
+                                  nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3) + torch.tensor([[1.0, 0, 0], [0, 1.0, 0]])
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        return self.body(F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False))
+
+
+class VmapEnsemble(nn.Module):
+    """A model ensemble run with torch.func.functional_call under torch.func.vmap over stacked weights."""
+
+    def __init__(self, n=4):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(n, 64, 64) * 0.1)
+        self.w2 = nn.Parameter(torch.randn(n, 64, 64) * 0.1)
+        self.base = nn.Sequential(nn.Linear(64, 64), nn.SiLU(), nn.Linear(64, 64))
+
+    def forward(self, x):
+        def member(w1, w2, x):
+            h = torch.func.functional_call(self.base, {"0.weight": w1, "2.weight": w2}, (x,))
+            return torch.tanh(h) + x
+
+        return torch.func.vmap(member, in_dims=(0, 0, None))(self.w1, self.w2, x).mean(0)
+
+
+class GNN(nn.Module):
+    """Message passing over an edge list: index_select, scatter_reduce (sum and amax), degree normalisation."""
+
+    def __init__(self, d=32, layers=3):
+        super().__init__()
+        self.msg = nn.ModuleList([nn.Linear(2 * d, d) for _ in range(layers)])
+        self.upd = nn.ModuleList([nn.GRUCell(2 * d, d) for _ in range(layers)])
+
+    def forward(self, x, src, dst):
+        n = x.shape[0]
+        deg = torch.zeros(n).index_add(0, dst, torch.ones_like(dst, dtype=x.dtype)).clamp(min=1)
+        for msg, upd in zip(self.msg, self.upd):
+            m = F.relu(msg(torch.cat([x.index_select(0, src), x.index_select(0, dst)], -1)))
+            s = torch.zeros_like(x).index_add(0, dst, m) / deg[:, None]
+            mx = torch.zeros_like(x).scatter_reduce(0, dst[:, None].expand_as(m), m, "amax", include_self=False)
+            x = upd(torch.cat([s, mx], -1), x)
+        return x
+
+
+class ShuffleBlockNet(nn.Module):
+    """ShuffleNetV2-style units: channel split, depthwise conv, channel shuffle (view/transpose), concat."""
+
+    def __init__(self, c=32, units=4):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
+        half = c // 2
+        self.units = nn.ModuleList([nn.Sequential(
+            nn.Conv2d(half, half, 1, bias=False), nn.BatchNorm2d(half), nn.ReLU(inplace=True),
+            nn.Conv2d(half, half, 3, 1, 1, groups=half, bias=False), nn.BatchNorm2d(half),
+            nn.Conv2d(half, half, 1, bias=False), nn.BatchNorm2d(half), nn.ReLU(inplace=True)) for _ in range(units)])
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for u in self.units:
+            a, b = x.chunk(2, 1)
+            x = torch.cat([a, u(b)], 1)
+            n, c, h, w = x.shape
+            x = x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return self.head(x.mean((2, 3)))
+
+
+class GradHook(nn.Module):
+    """A gradient hook registered on an activation inside forward (clamps the gradient flowing back)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.ModuleList([nn.Linear(64, 64) for _ in range(4)])
+
+    def forward(self, x):
+        for i, l in enumerate(self.l):
+            x = torch.tanh(l(x)) + x
+            if i == 1 and x.requires_grad:
+                x.register_hook(lambda g: g.clamp(-1e-3, 1e-3))
+        return x
+
+
+CASES.update({
+    # flex_attention HOP (its own backward HOP), block mask from a data-dependent length, score_mod closing over a parameter
+    "flex-attention": flex_attn,
+    # nn.TransformerEncoder pre-norm with dropout, causal + key-padding masks, tied head, label smoothing
+    "torch-transformer": torch_transformer,
+    # bidirectional 2-layer nn.LSTM with inter-layer dropout
+    "lstm": lambda: (LSTMTagger(), (torch.randint(0, 100, (4, 16)), torch.randint(0, 10, (4, 16))), None),
+    # parametrizations.spectral_norm: buffers u, v updated in place by power iteration in forward
+    "spectral-norm": lambda: (SpectralNormMLP(), (torch.randn(32, 64),), lambda o: o.pow(2).mean()),
+    # Embedding(max_norm=1): the weight renormalised in place (under no_grad) by the forward itself
+    "emb-max-norm": lambda: (EmbMaxNorm(), (torch.randint(0, 100, (4, 16)),), lambda o: o.pow(2).mean()),
+    # LSQ fake quantization of weights and activations with learnable scales
+    "lsq-qat": lambda: (LSQNet(), (torch.randn(32, 64),), lambda o: o.pow(2).mean()),
+    # affine_grid + grid_sample (reflection padding), train-mode BatchNorm
+    "stn": lambda: (STN(), (torch.randn(4, 3, 32, 32),), lambda o: o.pow(2).mean()),
+    # torch.func.vmap over functional_call: an ensemble in one graph
+    "vmap-ensemble": lambda: (VmapEnsemble(), (torch.randn(16, 64),), lambda o: o.pow(2).mean()),
+    # graph message passing: index_select, index_add, scatter_reduce amax, GRUCell update
+    "gnn": lambda: (GNN(), (torch.randn(50, 32), torch.randint(0, 50, (200,)), torch.randint(0, 50, (200,))),
+                    lambda o: o.pow(2).mean()),
+    # channel split / shuffle / concat around depthwise convs, in-place ReLU
+    "shufflenet": lambda: (ShuffleBlockNet(), (torch.randn(4, 3, 32, 32),), lambda o: o.pow(2).mean()),
+    # an input that needs its gradient (adversarial training) + a gradient hook on an activation
+    "input-grad-hook": lambda: (GradHook(), (torch.randn(32, 64, requires_grad=True),), lambda o: o.pow(2).mean()),
+})

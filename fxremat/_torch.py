@@ -570,21 +570,42 @@ def convolutions(gm: fx.GraphModule) -> list[fx.Node]:
     return gm.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution.default)
 
 
-def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
-    """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
-    channels-last (``compile_with_inductor(cpu_layout="depthwise")``): its convolutions run on the
-    CPU, one of them is depthwise or reads a channels-last input, and Inductor would lay the graph
-    out channels-last.  A forward the partitioner marked contiguous (:data:`CPU_LAYOUT_MARK`: it
-    planned both layouts and chose that one) runs contiguous."""
-    mark = getattr(gm, "meta", {}).get(CPU_LAYOUT_MARK)
-    if mark is False:
-        return False
+def cpu_layouts(gm: fx.GraphModule, is_inference: bool = False) -> tuple[bool, ...]:
+    """The CPU layouts (True: channels-last in both graphs) fxremat plans the pair of ``gm`` (a
+    forward or a joint graph) in, its default first.  Where its convolutions run on the CPU and
+    Inductor would lay the graph out channels-last (``GraphLowering.decide_layout_opt``: on the CPU,
+    any convolution), both are planned: channels-last first where a convolution is depthwise or
+    reads a channels-last input, contiguous first where the graph is a dense convolution network
+    (:data:`NODES_PER_CONVOLUTION`); the partitioner keeps the default unless the other layout's
+    pair predicts clearly less (``partitioner._pick_layout``).  Otherwise contiguous only."""
     decide = _decide_layout_opt()
     convs = convolutions(gm)
     on_cpu = all(isinstance(v, torch.Tensor) and v.device.type == "cpu"
                  for n in convs for v in (n.args[0].meta.get("val"), n.args[1].meta.get("val")))
-    return bool(convs) and on_cpu and decide is not None and (
-        _has_depthwise_convolution(convs) or _fed_channels_last(convs)) and bool(decide(gm, is_inference=is_inference))
+    if not (convs and on_cpu and decide is not None and decide(gm, is_inference=is_inference)):
+        return (False,)
+    if _has_depthwise_convolution(convs) or _fed_channels_last(convs):
+        return (True, False)
+    if len(gm.graph.nodes) >= NODES_PER_CONVOLUTION * len(convs):
+        return (False,)
+    return (False, True)
+
+
+# A dense graph with fewer convolutions than one per this many nodes (a transformer's patch
+# embedding, a speech model's feature encoder) is planned contiguous only: its layout changes little
+# but planning twice doubles the time.  Inductor skips its GPU layout optimization by the same
+# measure (``decide_layout_opt``: 300 nodes per convolution, counted on a forward graph).
+NODES_PER_CONVOLUTION = 300
+
+
+def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
+    """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
+    channels-last (``compile_with_inductor(cpu_layout="depthwise")``): the layout the partitioner
+    planned and marked on the forward (:data:`CPU_LAYOUT_MARK`) where it may run so, else the
+    default of :func:`cpu_layouts`."""
+    layouts = cpu_layouts(gm, is_inference)
+    mark = getattr(gm, "meta", {}).get(CPU_LAYOUT_MARK)
+    return bool(mark) if mark is not None and mark in layouts else layouts[0]
 
 
 def _fed_channels_last(convs: list[fx.Node]) -> bool:

@@ -83,9 +83,12 @@ class JointGraph:
     # without Inductor)
     reusable: frozenset[fx.Node] = frozenset()
     inductor: bool = False  # the graphs go to Inductor (its fusion and buffer reuse shape the memory)
-    # both graphs run channels-last on the CPU (_torch.cpu_channels_last: Inductor and a depthwise
-    # convolution), which changes what a convolution's kernel allocates inside it (memory.scratch_bytes)
+    # both graphs run channels-last on the CPU, which changes what a convolution's kernel allocates
+    # inside it (memory.scratch_bytes); the partitioner plans each layout of cpu_layouts
     channels_last: bool = False
+    # the CPU layouts the pair is planned in (True: channels-last), the default first
+    # (_torch.cpu_layouts: Inductor, convolutions on the CPU); (False,) without Inductor
+    cpu_layouts: tuple[bool, ...] = (False,)
     # the nodes that run in the backward graph when their stage is recomputed: backward nodes and
     # the forward nodes they depend on (not forward nodes only the loss reads)
     backward_graph: frozenset[fx.Node] = frozenset()
@@ -195,6 +198,7 @@ def analyze(
     in_backward = _in_backward_graph(facts)
     fused = _fused_by_inductor(graph, facts, in_backward) if inductor else frozenset()
     reusable = _reusable_by_inductor(graph, facts, forward, in_backward) if inductor else frozenset()
+    layouts = _torch.cpu_layouts(joint) if inductor else (False,)
     return JointGraph(
         module=joint,
         num_fwd_outputs=num_fwd_outputs,
@@ -212,7 +216,8 @@ def analyze(
         fused=fused,
         reusable=reusable,
         inductor=inductor,
-        channels_last=inductor and _torch.cpu_channels_last(joint),
+        channels_last=layouts[0],
+        cpu_layouts=layouts,
         backward_graph=in_backward,
         gradients=MappingProxyType(primal_gradients(graph, num_fwd_outputs)),
         seconds=MappingProxyType(graph_seconds(graph, fused, lambda n: facts[n].storages,

@@ -112,8 +112,8 @@ class PartitionReport:
     chain: Chain | None = None  # the chain model the solver and the budget work on (its frontier: fxremat.report)
     step: StepEstimate | None = None  # fxremat's pair, estimated by fxremat.timing (None: not estimated)
     min_cut_step: StepEstimate | None = None  # min-cut's pair, likewise
-    # the CPU layout fxremat's backends compile the pair in, where planning chose it (a depthwise
-    # network: both layouts planned, :func:`_pick_layout`); None: the backends' own rule
+    # the CPU layout fxremat's backends compile the pair in, where planning chose it (a CPU
+    # convolution network: both layouts planned, :func:`_pick_layout`); None: no choice to make
     channels_last: bool | None = None
 
     @property
@@ -184,12 +184,12 @@ def partition(
                      inductor=kwargs.get("compiler") == "inductor")
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         planned = []
-        for channels_last in ((True, False) if jg.channels_last else (False,)):
+        for channels_last in jg.cpu_layouts:
             jgl, sub = replace(jg, channels_last=channels_last), memo.for_layout(channels_last)
             rival = functools.partial(_min_cut_at_fraction, joint_module, joint_inputs, pkw, jgl, options, sub)
             mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub))
-        fw, bw, report = _pick_layout(planned) if jg.channels_last else planned[0]
+        fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -210,30 +210,52 @@ def partition(
     return fw, bw
 
 
-# A depthwise network's pair runs channels-last on the CPU (oneDNN's depthwise kernels are far
-# faster so: 25-30% of HF ConvNeXt's and MobileNetV2's step, 2026-12-03) unless its pair in the
-# contiguous layout predicts at most this share of the channels-last pair's peak.  Channels-last,
-# a depthwise backward with a kernel larger than 3x3 allocates 256 bytes of scratch per weight byte,
-# whatever the batch: 28 MiB for HF EfficientNet-B0's last 5x5 stage (1152 channels), where the
-# activations are 4x4 pixels (least peak at 128 px, batch 8: 88.2 MiB predicted channels-last,
-# 73.9 contiguous; measured 84.1 and 74.3, 2026-12-04).
+# A CPU convolution network is planned in both layouts and runs in its default one (channels-last
+# with a depthwise convolution or a channels-last input, contiguous otherwise) unless the other
+# layout's pair predicts at most a share of the default pair's peak.
+#
+# Channels-last by default: oneDNN's depthwise kernels are far faster so (25-30% of HF ConvNeXt's
+# and MobileNetV2's step, 2026-12-03), but channels-last, a depthwise backward with a kernel larger
+# than 3x3 allocates 256 bytes of scratch per weight byte, whatever the batch: 28 MiB for HF
+# EfficientNet-B0's last 5x5 stage (1152 channels), where the activations are 4x4 pixels (least
+# peak at 128 px, batch 8: 88.2 MiB predicted channels-last, 73.9 contiguous; measured 84.1 and
+# 74.3, 2026-12-04).  Contiguous where it predicts at most this share:
 CONTIGUOUS_PEAK_SHARE = 0.95
+# Contiguous by default (HF ResNet-50 160 px, 2026-12-03: 183.3 MiB contiguous against 205.8
+# channels-last, the input's channels-last copy adding), but contiguous, oneDNN reorders a
+# convolution's operands inside its backward (two input-sized buffers), and where the peak is at
+# such a backward channels-last is far lower (a small spatial transformer, 2026-12-05: 0.81 of the
+# contiguous pair predicted, 1.26 MiB contiguous against min-cut's 1.23 in Inductor's own layouts,
+# 0.88 channels-last).  The model overstates channels-last's advantage on a dense network (HF
+# RegNetY 128 px: 0.89 predicted, 92.2 MiB against 96.1 measured, 0.96, at 1.20x min-cut's step
+# against 1.06x), so channels-last only where it predicts at most this share:
+CHANNELS_LAST_PEAK_SHARE = 0.85
 
 
-def _pick_layout(planned: list[tuple[fx.GraphModule, fx.GraphModule, PartitionReport]]
+def _pick_layout(planned: list[tuple[fx.GraphModule, fx.GraphModule, PartitionReport]], layouts: tuple[bool, ...]
                  ) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
-    """Of a depthwise network's two plans (channels-last, contiguous): channels-last where it
-    meets the budget; otherwise (no budget, or one it misses) contiguous where that pair meets the
-    budget or predicts at most :data:`CONTIGUOUS_PEAK_SHARE` of the channels-last peak."""
-    (cl_fw, cl_bw, cl), (co_fw, co_bw, co) = planned
-    lower = co.predicted_peak_bytes <= CONTIGUOUS_PEAK_SHARE * cl.predicted_peak_bytes
-    contiguous = (cl.budget_met is False and co.budget_met is True) or (cl.budget_met is not True and lower)
+    """Of the pairs planned in ``layouts`` (True: channels-last; the default first), the default's
+    where it meets the budget; otherwise (no budget, or one it misses) the other layout's where that
+    pair meets the budget or predicts at most :data:`CONTIGUOUS_PEAK_SHARE` (the other is contiguous)
+    or :data:`CHANNELS_LAST_PEAK_SHARE` (it is channels-last) of the default's peak.  The report
+    says which layout (``channels_last``; None where only one layout was possible)."""
+    if len(planned) == 1:
+        return planned[0]
+    (fw, bw, default), (other_fw, other_bw, other) = planned
+    share = CHANNELS_LAST_PEAK_SHARE if layouts[1] else CONTIGUOUS_PEAK_SHARE
+    lower = other.predicted_peak_bytes <= share * default.predicted_peak_bytes
+    switch = (default.budget_met is False and other.budget_met is True) or (default.budget_met is not True and lower)
     mib = 2**20
-    if contiguous:
-        log.info("fxremat: contiguous layout: its pair predicts %.2f MiB, the channels-last pair %.2f MiB",
-                 co.predicted_peak_bytes / mib, cl.predicted_peak_bytes / mib)
-        return co_fw, co_bw, replace(co, channels_last=False)
-    return cl_fw, cl_bw, replace(cl, channels_last=True)
+    if switch:
+        log.info("fxremat: %s layout: its pair predicts %.2f MiB, the %s pair %.2f MiB",
+                 _layout_name(layouts[1]), other.predicted_peak_bytes / mib, _layout_name(layouts[0]),
+                 default.predicted_peak_bytes / mib)
+        return other_fw, other_bw, replace(other, channels_last=layouts[1])
+    return fw, bw, replace(default, channels_last=layouts[0])
+
+
+def _layout_name(channels_last: bool) -> str:
+    return "channels-last" if channels_last else "contiguous"
 
 
 def _handed_out(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
