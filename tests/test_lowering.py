@@ -140,7 +140,13 @@ TIED_ARGS = (torch.randn(16, 32), torch.tensor([3, 3, 7, 0, 31, 3]), torch.randn
 
 
 def _masked_put(node: object) -> bool:
-    return _torch.index_put_name(node) == "_unsafe_masked_index_put_accumulate"
+    """An embedding's accumulating put of rows: ``_unsafe_masked_index_put_accumulate`` (torch 2.13's
+    decomposition of its backward) or ``index_put(..., accumulate=True)`` (torch 2.11's)."""
+    return lowering._is_accumulating_put(node)
+
+
+def _put_values(put: fx.Node) -> fx.Node:
+    return put.args[3] if _torch.index_put_name(put) == "_unsafe_masked_index_put_accumulate" else put.args[2]
 
 
 def _accumulating_puts_read_by_an_add(gm: fx.GraphModule) -> list[fx.Node]:
@@ -182,9 +188,9 @@ def _chained_puts(gm: fx.GraphModule) -> list[fx.Node]:
 
 def test_chained_accumulations_into_one_buffer_become_one():
     gm = rewritten_exactly(_three_way_tied_gradient, THREE_WAY_ARGS, lowering.merge_accumulating_puts, _chained_puts)
-    (put,) = [n for n in gm.graph.nodes if n.target is aten._unsafe_masked_index_put_accumulate.default]
+    (put,) = [n for n in gm.graph.nodes if _masked_put(n)]
     assert put.args[0].target is aten.mm.default  # accumulates into the head's gradient itself
-    assert tuple(put.args[3].meta["val"].shape) == (10, 64)  # 6 decoder rows, then 4 encoder rows
+    assert tuple(_put_values(put).meta["val"].shape) == (10, 64)  # 6 decoder rows, then 4 encoder rows
 
 
 def test_chained_accumulations_of_more_rows_than_the_buffer_are_left_alone():
@@ -399,7 +405,7 @@ def test_three_way_tied_embedding_accumulates_once():
     case = make_hf_case("bart", "tiny", mask=True, vocab=1024)  # 96 rows of 32 into a (1024, 32) table
     bws = _backwards_planned_for_inductor(case)
     assert not any(_chained_puts(bw) for bw in bws)
-    assert any(n.target is aten._unsafe_masked_index_put_accumulate.default and n.args[3].target is aten.cat.default
+    assert any(_masked_put(n) and _put_values(n).target is aten.cat.default
                for bw in bws for n in bw.graph.nodes), "the two embeddings' rows are accumulated by one put"
 
 
@@ -655,7 +661,9 @@ def test_silu_network_planned_for_inductor_has_no_shared_sigmoid():
     calls = []
     loss_of(torch.compile(model, backend=inductor_mode_backend(partition, calls))(x)).backward()
     (_, bw, _), = calls
-    assert _sigmoids(bw) and all(len(s.users) == 1 for s in _sigmoids(bw))
+    if torch.__version__ >= "2.13":  # torch 2.11 decomposes SiLU's backward without a sigmoid op
+        assert _sigmoids(bw)
+    assert all(len(s.users) == 1 for s in _sigmoids(bw))
     _assert_gradients(model, ref, rtol=1e-4, atol=1e-5)
 
 
