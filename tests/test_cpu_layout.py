@@ -308,3 +308,25 @@ def test_layout_pick_rule():
         assert pick(100, below, default_met=False, other_met=False) == "other"
     only = PartitionReport("fxremat", "", 1, None, 0, None, Timeline(("x",), (1,), 1), (), 1.0, 0.0)
     assert _pick_layout([("fw", "bw", only)], (False,))[2].channels_last is None
+    assert _pick_layout([("fw", "bw", only)], (False, True))[2].channels_last is False  # the other not planned
+
+
+def test_second_layout_planned_only_where_it_may_win():
+    """Not where the default layout's pair meets the budget (it is kept then); for a dense network
+    (contiguous first) only where convolution scratch is more than 1 - CHANNELS_LAST_PEAK_SHARE of
+    the bytes alive at the default pair's peak; a depthwise network's contiguous pair always."""
+    from fxremat.memory import Timeline
+    from fxremat.partitioner import CHANNELS_LAST_PEAK_SHARE, PartitionReport, _other_layout_may_win
+
+    def report(scratch_share, met=None):
+        at_peak = round(100 * scratch_share)
+        timeline = Timeline(("a", "b"), (50, 100), 1, scratch=(0, at_peak))
+        return PartitionReport("fxremat", "", 1, None, 0, timeline, timeline, (), 1.0, 0.0, budget_met=met)
+
+    share = 1 - CHANNELS_LAST_PEAK_SHARE
+    assert _other_layout_may_win(report(share + 0.05), (False, True))
+    assert not _other_layout_may_win(report(share - 0.05), (False, True))
+    assert not _other_layout_may_win(report(0.9, met=True), (False, True))
+    assert _other_layout_may_win(report(0.9, met=False), (False, True))
+    assert _other_layout_may_win(report(0.0), (True, False))
+    assert not _other_layout_may_win(report(0.0, met=True), (True, False))
