@@ -1085,16 +1085,17 @@ class STN(nn.Module):
 class VmapEnsemble(nn.Module):
     """A model ensemble run with torch.func.functional_call under torch.func.vmap over stacked weights."""
 
-    def __init__(self, n=4):
+    def __init__(self, members=4, d=64):
         super().__init__()
-        self.w1 = nn.Parameter(torch.randn(n, 64, 64) * 0.1)
-        self.w2 = nn.Parameter(torch.randn(n, 64, 64) * 0.1)
-        self.base = nn.Sequential(nn.Linear(64, 64), nn.SiLU(), nn.Linear(64, 64))
+        self.base = nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d))
+        self.w1 = nn.Parameter(torch.randn(members, 2 * d, d) * 0.1)
+        self.w2 = nn.Parameter(torch.randn(members, d, 2 * d) * 0.1)
 
     def forward(self, x):
         def member(w1, w2, x):
-            h = torch.func.functional_call(self.base, {"0.weight": w1, "2.weight": w2}, (x,))
-            return torch.tanh(h) + x
+            for _ in range(3):
+                x = x + torch.tanh(torch.func.functional_call(self.base, {"0.weight": w1, "2.weight": w2}, (x,)))
+            return x
 
         return torch.func.vmap(member, in_dims=(0, 0, None))(self.w1, self.w2, x).mean(0)
 

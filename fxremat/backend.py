@@ -90,7 +90,8 @@ class _Backend:
       beside a channels-last forward, one that recomputes a convolution is channels-last.  fxremat
       compiles both graphs in the layout the partitioner planned (``_torch.cpu_layouts``: by
       default channels-last where the forward has a depthwise convolution, which oneDNN runs far
-      faster so, and contiguous otherwise; the other where its pair predicts clearly less).  Measured 2026-12-03 (AMD EPYC VM, 1 thread, median of 5 interleaved steps):
+      faster so, and contiguous otherwise; the other where its pair predicts clearly less).
+      Measured 2026-12-03 (AMD EPYC VM, 1 thread, median of 5 interleaved steps):
       HF ConvNeXt-atto 160 px batch 8, least peak 49.31 MiB / 693 ms contiguous against
       51.66 MiB / 512 ms channels-last in both (the extra: the channels-last copy of the input),
       fxremat at 0.8: 72.28 MiB / 616 ms against 74.88 MiB / 418 ms; min-cut's default pair
