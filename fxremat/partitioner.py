@@ -228,9 +228,11 @@ CONTIGUOUS_PEAK_SHARE = 0.95
 # convolution's operands inside its backward (two input-sized buffers), and where the peak is at
 # such a backward channels-last is far lower (a small spatial transformer, 2026-12-05: 0.81 of the
 # contiguous pair predicted, 1.26 MiB contiguous against min-cut's 1.23 in Inductor's own layouts,
-# 0.88 channels-last).  The model overstates channels-last's advantage on a dense network (HF
-# RegNetY 128 px: 0.89 predicted, 92.2 MiB against 96.1 measured, 0.96, at 1.20x min-cut's step
-# against 1.06x), so channels-last only where it predicts at most this share:
+# 0.88 channels-last).  The model overstates channels-last's advantage on a dense network with
+# grouped convolutions (HF RegNetY 128 px: 0.89 of the contiguous pair predicted, 0.96 measured,
+# 92.2 MiB against 96.1, at the same step time, 1.087x and 1.104x min-cut's interleaved; its
+# channels-last backward converts grouped convolutions' operands, 2.4 MiB copies the model does not
+# charge), so channels-last only where it predicts at most this share:
 CHANNELS_LAST_PEAK_SHARE = 0.85
 
 
