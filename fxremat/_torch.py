@@ -532,9 +532,10 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     ``"inductor"``: Inductor decides each graph by itself (PyTorch's default), so a backward that
     saves every convolution's input (min-cut's) stays contiguous while its forward and saved
     tensors are channels-last, and one that recomputes a convolution is channels-last.
-    ``"depthwise"``: both graphs channels-last where Inductor would lay the forward out so and it
-    has a depthwise convolution (one input channel per group), which runs far faster
-    channels-last on the CPU; both contiguous otherwise.  ``"off"``: no graph in channels-last.
+    ``"planned"``: both graphs in one layout, the one :func:`cpu_channels_last` gives the forward
+    (the layout the partitioner planned and marked, else :func:`cpu_layouts`' default:
+    channels-last with a depthwise convolution, which runs far faster so on the CPU, contiguous
+    otherwise).  ``"off"``: no graph in channels-last.
 
     ``backward_patches``: Inductor config applied to the backward graph only."""
     from torch._inductor.compile_fx import compile_fx
@@ -545,11 +546,11 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     local = reuse_buffers == "local" and _install_local_reuse()
     if reuse_buffers == "off" or (reuse_buffers == "local" and not local):
         patches["allow_buffer_reuse"] = False
-    if cpu_layout not in ("inductor", "depthwise", "off"):
-        raise ValueError(f"cpu_layout must be 'inductor', 'depthwise' or 'off', not {cpu_layout!r}")
+    if cpu_layout not in ("inductor", "planned", "off"):
+        raise ValueError(f"cpu_layout must be 'inductor', 'planned' or 'off', not {cpu_layout!r}")
     on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
     layout: dict[str, bool] | None = None
-    if on_cpu and cpu_layout == "depthwise" and _decide_layout_opt() is not None:
+    if on_cpu and cpu_layout == "planned" and _decide_layout_opt() is not None:
         layout = {}  # filled by the forward's compile, read by the backward's
     elif on_cpu and cpu_layout != "inductor":
         patches["layout_optimization"] = False
@@ -600,7 +601,7 @@ NODES_PER_CONVOLUTION = 300
 
 def cpu_channels_last(gm: fx.GraphModule, is_inference: bool = False) -> bool:
     """Whether fxremat's backends compile the pair of ``gm`` (a forward or a joint graph)
-    channels-last (``compile_with_inductor(cpu_layout="depthwise")``): the layout the partitioner
+    channels-last (``compile_with_inductor(cpu_layout="planned")``): the layout the partitioner
     planned and marked on the forward (:data:`CPU_LAYOUT_MARK`) where it may run so, else the
     default of :func:`cpu_layouts`."""
     layouts = cpu_layouts(gm, is_inference)
@@ -645,9 +646,9 @@ def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches
     only (compiled lazily, at the first backward, in whatever thread runs it), and
     :func:`_local_reuse` on for this graph's code generation if ``local_reuse``.
 
-    ``layout`` (``cpu_layout="depthwise"``; one dict per compiled pair): the forward records
-    whether it is laid out channels-last (Inductor's decision, and only with a depthwise
-    convolution), and the backward is compiled the same way."""
+    ``layout`` (``cpu_layout="planned"``; one dict per compiled pair): the forward records
+    whether it is laid out channels-last (:func:`cpu_channels_last`), and the backward is compiled
+    the same way."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx_inner
 

@@ -84,7 +84,7 @@ class _Backend:
       buffers of one segment's backward stayed alive into the next segment's rebuild (HF Llama,
       seq 1024, fxremat's plan: 100.6 MiB measured with it, 93.4 without, 92.6 predicted; HF T5,
       seq 1024, padded: 173.4 with it, 147.3 without or with the valley rule, 2026-12-02).
-    * On the CPU, one layout for both graphs (``_torch.compile_with_inductor(cpu_layout="depthwise")``).
+    * On the CPU, one layout for both graphs (``_torch.compile_with_inductor(cpu_layout="planned")``).
       Inductor lays out each CPU graph that contains a convolution channels-last, deciding each
       graph alone: a backward that saves every convolution's input (min-cut's) stays contiguous
       beside a channels-last forward, one that recomputes a convolution is channels-last.  fxremat
@@ -125,7 +125,7 @@ class _Backend:
         if self.compiler == "inductor":
             return _torch.compile_with_inductor(gm, example_inputs, self.partitioner,
                                                 reuse_buffers="local" if self.planned else "inductor",
-                                                cpu_layout="depthwise" if self.planned else "inductor",
+                                                cpu_layout="planned" if self.planned else "inductor",
                                                 backward_patches=_backward_patches() if self.planned else None)
         return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)
 

@@ -123,9 +123,13 @@ class PartitionReport:
         return chosen.step_s if chosen is not None else None
 
     @property
+    def timeline(self) -> Timeline:
+        """The predicted timeline of the pair that runs (fxremat's or min-cut's)."""
+        return self.fxremat if self.chosen == "fxremat" and self.fxremat is not None else self.min_cut
+
+    @property
     def predicted_peak_bytes(self) -> int:
-        chosen = self.fxremat if self.chosen == "fxremat" and self.fxremat is not None else self.min_cut
-        return chosen.peak_bytes
+        return self.timeline.peak_bytes
 
 
 # Rebuilt copies inside recomputed segments (schedule._rebuild_near_use) lower the replayed peak but
@@ -270,7 +274,7 @@ def _other_layout_may_win(default: PartitionReport, layouts: tuple[bool, ...]) -
         return False
     if layouts[0]:
         return True
-    timeline = default.fxremat if default.chosen == "fxremat" and default.fxremat is not None else default.min_cut
+    timeline = default.timeline
     if not timeline.scratch:
         return True
     step = timeline.peak_step
