@@ -12,14 +12,20 @@ Invariants:
   duplicate computed from held values right before they need it, as the base plan's own backward
   would.  Only values the base plan can rebuild cheaply are duplicated (no random op, no banned
   op, no matmul, convolution or attention), so the duplicates cost what the base plan's backward
-  already pays, and Inductor fuses them into their readers' kernels.
+  already pays, and Inductor fuses them into their readers' kernels;
+* planned for Inductor, a cheap recomputed value that the recomputations of several layers read
+  is copied once per layer (:func:`_one_copy_per_segment`), with the cheap recomputed values it
+  is computed from: each copy is the same ops on the same saved values and inputs, read only by
+  that layer's readers, inserted before the first of them.
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Iterable
 
+import torch
 import torch.fx as fx
 
 from . import _torch
@@ -75,9 +81,141 @@ def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph, held: Iterable[st
             emit(root)
     for node in order:
         output.prepend(node)
+    if jg.inductor:
+        _one_copy_per_segment(bw, jg, forward_names)
     bw.graph.lint()
     bw.recompile()
     return bw
+
+
+_aten = torch.ops.aten
+_VIEWS = frozenset((_aten.view, _aten._unsafe_view, _aten.reshape, _aten.expand, _aten.permute, _aten.transpose,
+                    _aten.t, _aten.unsqueeze, _aten.squeeze, _aten.alias, _aten.slice, _aten.select))
+SHARED_COPY_MIN_BYTES = 1 << 20  # smaller shared values: a fused kernel across layers holds little
+SHARED_COPY_MAX_NODES = 64  # a longer chain to copy is left shared
+SHARED_COPY_MAX_COST = 8  # nor one costing more than this many operations per element of the value
+
+
+def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set[str]) -> int:
+    """Give each segment its own copy of a cheap recomputed value that several segments read.
+
+    A value that one recomputation produces and the recomputations of several layers read (HF
+    MPNet's position bias: an embedding lookup added to a mask, read by every layer's scores) is a
+    producer Inductor fuses into each of its readers' kernels: once it is fused with the first
+    layer's softmax, the next layer's softmax depends on that kernel too and joins it, and so on,
+    so every layer's recomputed scores (the kernel's other inputs) are computed, and alive, before
+    the first layer's backward (MPNet, sequence 512: four 8 MiB score buffers at once).  Readers
+    are grouped in backward order, a new group wherever a matmul, convolution or attention op lies
+    between two readers; where two groups or more hold a recomputed reader that Inductor can fuse
+    the value into and move up to it (``hoistable``, ``independent_groups``), every group after the
+    first reads its own copy of the value and of the
+    cheap recomputed values it is computed from (saved values and inputs are read as they are),
+    inserted before the group's first reader.  Only values of at least
+    :data:`SHARED_COPY_MIN_BYTES` whose copied chain has at most :data:`SHARED_COPY_MAX_NODES`
+    nodes and costs at most :data:`SHARED_COPY_MAX_COST` operations per element of the value
+    (MPNet's: 25 nodes, the relative-position buckets computed from ``arange``, 3.1 per element);
+    returns how many copies were made."""
+    by_name = {n.name: n for n in jg.module.graph.nodes}
+    position: dict[fx.Node, int] = {}
+    heavy: set[fx.Node] = set()
+    heavy_before: dict[fx.Node, int] = {}
+
+    def index() -> None:  # positions, and heavy ops up to each node (again after each copy)
+        position.clear(), heavy.clear(), heavy_before.clear()
+        for i, n in enumerate(bw.graph.nodes):
+            joint = by_name.get(n.name) if n.op == "call_function" else None
+            if joint is not None and jg.facts[joint].cost > _numel(n):
+                heavy.add(n)
+            position[n], heavy_before[n] = i, len(heavy)
+
+    def cheap(node: fx.Node) -> bool:
+        joint = by_name.get(node.name) if node.op == "call_function" and node.name in forward_names else None
+        return (joint is not None and node.target is not operator.getitem and not _torch.is_random(node)
+                and jg.facts[joint].recompute_ban is None and jg.facts[joint].cost <= _numel(node))
+
+    def chain(node: fx.Node) -> list[fx.Node] | None:
+        """``node`` and its cheap recomputed ancestors, ancestors first; None if too many."""
+        seen, stack = {node}, [node]
+        while stack:
+            for a in stack.pop().all_input_nodes:
+                if a not in seen and cheap(a):
+                    seen.add(a)
+                    stack.append(a)
+                    if len(seen) > SHARED_COPY_MAX_NODES:
+                        return None
+        if sum(jg.facts[by_name[n.name]].cost for n in seen) > SHARED_COPY_MAX_COST * _numel(node):
+            return None
+        return sorted(seen, key=position.__getitem__)
+
+    def hoistable(reader: fx.Node) -> bool:
+        """``reader`` (through views) is a recomputed op Inductor can fuse a producer into: one that
+        needs no gradient, so fusion can move it up to the producer (a matmul or convolution
+        reads a stored value and fuses with nothing; a backward op waits for its gradients)."""
+        stack = [reader]
+        while stack:
+            n = stack.pop()
+            if n.op != "call_function" or n.name not in forward_names or n in heavy:
+                continue
+            if getattr(n.target, "overloadpacket", None) in _VIEWS:
+                stack.extend(n.users)
+            else:
+                return True
+        return False
+
+    def independent_groups(value: fx.Node, groups: list[list[fx.Node]]) -> int:
+        """Groups holding a :func:`hoistable` reader which, after the first group, computes from
+        a recomputed matmul, convolution or attention op of its own (one after the previous
+        group) and from no reader of an earlier group: another layer's recomputation, which fusion
+        would move up with its heavy work; not the rest of one layer's (a squeeze-excite's
+        product waits for its pooled branch) nor a backward's cheap tangent-free part."""
+        count, earlier, floor = 0, set(), position[value]
+        for group in groups:
+            own_heavy = {n for n in heavy if n.name in forward_names and position[n] > floor}
+            if any(hoistable(u) and (not count or reads_any(u, own_heavy, floor))
+                   and not reads_any(u, earlier, position[value]) for u in group):
+                count += 1
+            earlier.update(group)
+            floor = position[group[-1]]
+        return count
+
+    def reads_any(node: fx.Node, targets: set[fx.Node], floor: int) -> bool:
+        """Whether ``node`` computes from a node of ``targets`` (looking no further up than ``floor``)."""
+        seen, stack = set(), [node]
+        while stack:
+            for a in stack.pop().all_input_nodes:
+                if a in targets:
+                    return True
+                if a not in seen and position[a] > floor:
+                    seen.add(a)
+                    stack.append(a)
+        return False
+
+    copies = 0
+    index()
+    for node in list(bw.graph.nodes):
+        if not cheap(node) or _torch.value_nbytes(node) < SHARED_COPY_MIN_BYTES:
+            continue
+        readers = sorted((u for u in node.users if u.op != "output"), key=position.__getitem__)
+        groups = [readers[:1]]
+        for prev, user in itertools.pairwise(readers):
+            if heavy_before[user] > heavy_before[prev]:
+                groups.append([])
+            groups[-1].append(user)
+        if independent_groups(node, groups) < 2 or (to_copy := chain(node)) is None:
+            continue
+        for g, group in enumerate(groups[1:], start=1):
+            copied: dict[fx.Node, fx.Node] = {}
+            for original in to_copy:
+                with bw.graph.inserting_before(group[0]):
+                    dup = bw.graph.node_copy(original, lambda a, c=copied: c.get(a, a))
+                dup.meta = dict(original.meta)
+                dup._rename(f"{original.name}_segment{g}")  # never the name of another joint-graph node
+                copied[original] = dup
+            for user in group:
+                user.replace_input_with(node, copied[node])
+            copies += 1
+        index()
+    return copies
 
 
 def _rebuild_near_use(bw: fx.GraphModule, jg: JointGraph, held: set[str], forward_names: set[str]) -> set[fx.Node]:
