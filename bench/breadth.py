@@ -4,13 +4,16 @@
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
     python -m bench.breadth --inductor mistral swin   # a subset, by name
     python -m bench.breadth --list
+    python -m bench.breadth --medium --inductor --hf-ckpt   # 28 families at an activation-dominated size (~30 min)
 
 For each case: two training steps (seeded, so random ops draw alike) in eager, through
 ``min_cut_backend`` and through ``fxremat.make_backend`` (the same compiler); the largest gradient
 error of each against eager, relative to each gradient's largest entry, and fxremat's against
 min-cut's; whether fxremat planned every graph (a fallback logs a warning, printed); with
 ``--inductor`` the measured peak of one step of each (fxremat.profiling.peak_of_training_step) and
-the predicted peaks.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
+the predicted peaks; with ``--hf-ckpt`` also the peak of HF's per-layer checkpointing
+(``gradient_checkpointing_enable(use_reentrant=False)``, default compile) where the model has it.
+``--medium``: the cases of :mod:`bench.breadth_medium` instead.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
 than eager's unless ``--fallback-random``: compare such cases with min-cut, not eager.
 A JSON line per case goes to --json if given.
 """
@@ -61,8 +64,8 @@ def _error(a, b) -> tuple[float, str]:
     return worst
 
 
-def run_case(name: str, compiler: str) -> dict[str, Any]:
-    model, inputs, loss_fn = CASES[name]()
+def run_case(name: str, compiler: str, cases: dict | None = None, hf_ckpt: bool = False) -> dict[str, Any]:
+    model, inputs, loss_fn = (cases or CASES)[name]()
     model.train()
     # Each contender starts from the same state: a forward may update buffers or weights in place
     # (spectral norm's power iteration, BatchNorm's statistics, Embedding's max_norm).
@@ -93,6 +96,11 @@ def run_case(name: str, compiler: str) -> dict[str, Any]:
     out["fxremat_vs_eager"] = max(_error(a, b) for a, b in zip(fx_steps, eager))
     out["min_cut_vs_eager"] = max(_error(a, b) for a, b in zip(mc_steps, eager))
     out["fxremat_vs_min_cut"] = max(_error(a, b) for a, b in zip(fx_steps, mc_steps))
+    hf = getattr(model, "hf", None)
+    if hf_ckpt and compiler == "inductor" and getattr(hf, "supports_gradient_checkpointing", False):
+        torch._dynamo.reset()
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        out["hf_ckpt_peak_mib"] = peak_of_training_step(torch.compile(model), inputs, loss_fn) / MIB
     return out
 
 
@@ -102,6 +110,8 @@ def _line(r: dict[str, Any]) -> str:
     if "fxremat_peak_mib" in r:
         peaks = (f"  peak {r['fxremat_peak_mib']:7.2f} vs min-cut {r['min_cut_peak_mib']:7.2f} MiB "
                  f"({r['fxremat_peak_mib'] / r['min_cut_peak_mib']:.3f})")
+        if "hf_ckpt_peak_mib" in r:
+            peaks += f", hf-ckpt {r['hf_ckpt_peak_mib']:7.2f} ({r['fxremat_peak_mib'] / r['hf_ckpt_peak_mib']:.3f})"
     errs = (f"  err vs eager {r['fxremat_vs_eager'][0]:.1e} (min-cut {r['min_cut_vs_eager'][0]:.1e}), "
             f"vs min-cut {r['fxremat_vs_min_cut'][0]:.1e}")
     warn = f"\n      warning: {r['fallback_warnings']}" if r["fallback_warnings"] else ""
@@ -114,12 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inductor", action="store_true", help="compile with Inductor and measure peaks")
     p.add_argument("--fallback-random", action="store_true", help="Inductor's fallback_random=True")
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
+    p.add_argument("--medium", action="store_true", help="the cases of bench.breadth_medium (activation-dominated sizes)")
+    p.add_argument("--hf-ckpt", action="store_true", help="with --inductor: also HF per-layer checkpointing's peak")
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
+    if args.medium:
+        from .breadth_medium import MEDIUM as cases
+    else:
+        cases = CASES
     if args.list:
-        print("\n".join(CASES))
+        print("\n".join(cases))
         return 0
-    unknown = [c for c in args.cases if c not in CASES]
+    unknown = [c for c in args.cases if c not in cases]
     if unknown:
         print(f"error: unknown cases {unknown}; see --list", file=sys.stderr)
         return 2
@@ -132,10 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench.breadth: torch {torch.__version__}, transformers {transformers.__version__}, {compiler}", flush=True)
     failed = 0
     with fxremat._torch.caches_disabled(), inductor_config.patch(fallback_random=args.fallback_random):
-        for name in args.cases or list(CASES):
+        for name in args.cases or list(cases):
             start = time.time()
             try:
-                r = run_case(name, compiler)
+                r = run_case(name, compiler, cases, args.hf_ckpt)
             except Exception as exc:  # noqa: BLE001 - a failing case is reported, the rest still run
                 failed += 1
                 r = {"case": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
