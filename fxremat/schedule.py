@@ -196,6 +196,8 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
         if not cheap(node) or _torch.value_nbytes(node) < SHARED_COPY_MIN_BYTES:
             continue
         readers = sorted((u for u in node.users if u.op != "output"), key=position.__getitem__)
+        if len(readers) < 2:
+            continue
         groups = [readers[:1]]
         for prev, user in itertools.pairwise(readers):
             if heavy_before[user] > heavy_before[prev]:
