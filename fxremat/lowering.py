@@ -258,9 +258,10 @@ def _distribute_small_sums(graph: fx.Graph, threshold: int) -> int:
     for node in list(graph.nodes):
         if node.kwargs or _small_leading_sum(node, threshold) is None:
             continue
-        terms = _add_terms(node.args[0])
-        if terms is None:
+        tree = _add_tree(node.args[0])
+        if tree is None:
             continue
+        terms, adds = tree
         position = {n: i for i, n in enumerate(graph.nodes)}
         last_input = max((n for n in graph.nodes if n.op == "placeholder"), key=position.__getitem__, default=None)
         total = None
@@ -274,34 +275,24 @@ def _distribute_small_sums(graph: fx.Graph, threshold: int) -> int:
             with graph.inserting_after(part):
                 total = _call(graph, _aten.add.Tensor, total, part)
         node.replace_all_uses_with(total)
-        for dead in [node, *sorted(_add_tree(node.args[0]), key=position.__getitem__, reverse=True)]:
+        for dead in [node, *sorted(adds, key=position.__getitem__, reverse=True)]:
             graph.erase_node(dead)
         distributed += 1
     return distributed
 
 
-def _add_tree(x: fx.Node) -> list[fx.Node]:
-    """The adds of :func:`_add_terms`' tree rooted at ``x``."""
-    out, stack = [], [x]
-    while stack:
-        node = stack.pop()
-        if node is x or _is_inner_add(node, x):
-            out.append(node)
-            stack.extend(node.args)
-    return out
-
-
-def _add_terms(x: fx.Node) -> list[fx.Node] | None:
-    """The terms of ``x`` when it is an ``add.Tensor`` (no ``alpha``) of two distinct values of its
-    shape, dtype and (contiguous) layout, read only by one node, whose terms may themselves be such
-    adds read only by it; None otherwise (or when a term is not contiguous: its sum would stay
-    Inductor's pointwise one)."""
+def _add_tree(x: fx.Node) -> tuple[list[fx.Node], list[fx.Node]] | None:
+    """``(terms, adds)`` when ``x`` is an ``add.Tensor`` (no ``alpha``) of two distinct values of its
+    shape and dtype, read only by one node, whose terms may themselves be such adds read only by
+    it: the leaves, each contiguous and distinct, and the adds (``x`` first); None otherwise (a
+    transposed term's sum would stay Inductor's pointwise one)."""
     if not (_is_sum_of_like(x, x) and len(x.users) == 1):
         return None
-    terms, stack = [], list(x.args)
+    terms, adds, stack = [], [x], list(x.args)
     while stack:
         node = stack.pop()
         if _is_inner_add(node, x):
+            adds.append(node)
             stack.extend(node.args)
         else:
             terms.append(node)
@@ -312,7 +303,7 @@ def _add_terms(x: fx.Node) -> list[fx.Node] | None:
         val = t.meta.get("val")
         if not (isinstance(val, torch.Tensor) and val.shape == like.shape and val.dtype == like.dtype and val.is_contiguous()):
             return None
-    return terms
+    return terms, adds
 
 
 def _is_inner_add(node: object, root: fx.Node) -> bool:

@@ -25,11 +25,11 @@ import itertools
 import operator
 from typing import Iterable
 
-import torch
 import torch.fx as fx
 
 from . import _torch
 from .analysis import JointGraph, Role
+from .fusion import is_view
 
 __all__ = ["recompute_just_in_time"]
 
@@ -43,6 +43,7 @@ def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph, held: Iterable[st
     backward reads cheap values the base plan does not save from just-in-time duplicates
     (:func:`_rebuild_near_use`), so a recomputed segment holds what the base plan saves, no more.
     """
+    joint_of = {n.name: n for n in jg.module.graph.nodes}  # a backward node's joint-graph node, by name
     forward_names = {n.name for n, f in jg.facts.items() if f.role is Role.FORWARD}
     duplicates: set[fx.Node] = set()
 
@@ -55,7 +56,7 @@ def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph, held: Iterable[st
         if is_recompute(node) and not node.users:
             bw.graph.erase_node(node)
     if held is not None:
-        duplicates = _rebuild_near_use(bw, jg, set(held), forward_names)
+        duplicates = _rebuild_near_use(bw, jg, set(held), forward_names, joint_of)
 
     order: list[fx.Node] = []
     emitted = {n for n in bw.graph.nodes if n.op == "placeholder"}
@@ -82,21 +83,19 @@ def recompute_just_in_time(bw: fx.GraphModule, jg: JointGraph, held: Iterable[st
     for node in order:
         output.prepend(node)
     if jg.inductor:
-        _one_copy_per_segment(bw, jg, forward_names)
+        _one_copy_per_segment(bw, jg, forward_names, joint_of)
     bw.graph.lint()
     bw.recompile()
     return bw
 
 
-_aten = torch.ops.aten
-_VIEWS = frozenset((_aten.view, _aten._unsafe_view, _aten.reshape, _aten.expand, _aten.permute, _aten.transpose,
-                    _aten.t, _aten.unsqueeze, _aten.squeeze, _aten.alias, _aten.slice, _aten.select))
 SHARED_COPY_MIN_BYTES = 1 << 20  # smaller shared values: a fused kernel across layers holds little
 SHARED_COPY_MAX_NODES = 64  # a longer chain to copy is left shared
 SHARED_COPY_MAX_COST = 8  # nor one costing more than this many operations per element of the value
 
 
-def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set[str]) -> int:
+def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set[str],
+                          joint_of: dict[str, fx.Node]) -> int:
     """Give each segment its own copy of a cheap recomputed value that several segments read.
 
     A value that one recomputation produces and the recomputations of several layers read (HF
@@ -115,7 +114,6 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
     nodes and costs at most :data:`SHARED_COPY_MAX_COST` operations per element of the value
     (MPNet's: 25 nodes, the relative-position buckets computed from ``arange``, 3.1 per element);
     returns how many copies were made."""
-    by_name = {n.name: n for n in jg.module.graph.nodes}
     position: dict[fx.Node, int] = {}
     heavy: set[fx.Node] = set()
     heavy_before: dict[fx.Node, int] = {}
@@ -123,15 +121,18 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
     def index() -> None:  # positions, and heavy ops up to each node (again after each copy)
         position.clear(), heavy.clear(), heavy_before.clear()
         for i, n in enumerate(bw.graph.nodes):
-            joint = by_name.get(n.name) if n.op == "call_function" else None
+            joint = joint_of.get(n.name) if n.op == "call_function" else None
             if joint is not None and jg.facts[joint].cost > _numel(n):
                 heavy.add(n)
             position[n], heavy_before[n] = i, len(heavy)
 
     def cheap(node: fx.Node) -> bool:
-        joint = by_name.get(node.name) if node.op == "call_function" and node.name in forward_names else None
-        return (joint is not None and node.target is not operator.getitem and not _torch.is_random(node)
-                and jg.facts[joint].recompute_ban is None and jg.facts[joint].cost <= _numel(node))
+        joint = joint_of.get(node.name) if node.op == "call_function" and node.name in forward_names else None
+        return joint is not None and node.target is not operator.getitem and _cheap(node, jg, joint)
+
+    def own(node: fx.Node) -> frozenset:  # the storages of a node's value (its joint-graph facts)
+        joint = joint_of.get(node.name)
+        return frozenset(jg.facts[joint].storages) if joint is not None else frozenset()
 
     def chain(node: fx.Node) -> list[fx.Node] | None:
         """``node`` and its cheap recomputed ancestors, ancestors first; None if too many."""
@@ -143,7 +144,7 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
                     stack.append(a)
                     if len(seen) > SHARED_COPY_MAX_NODES:
                         return None
-        if sum(jg.facts[by_name[n.name]].cost for n in seen) > SHARED_COPY_MAX_COST * _numel(node):
+        if sum(jg.facts[joint_of[n.name]].cost for n in seen) > SHARED_COPY_MAX_COST * _numel(node):
             return None
         return sorted(seen, key=position.__getitem__)
 
@@ -156,7 +157,7 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
             n = stack.pop()
             if n.op != "call_function" or n.name not in forward_names or n in heavy:
                 continue
-            if getattr(n.target, "overloadpacket", None) in _VIEWS:
+            if is_view(n, own):
                 stack.extend(n.users)
             else:
                 return True
@@ -220,7 +221,8 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
     return copies
 
 
-def _rebuild_near_use(bw: fx.GraphModule, jg: JointGraph, held: set[str], forward_names: set[str]) -> set[fx.Node]:
+def _rebuild_near_use(bw: fx.GraphModule, jg: JointGraph, held: set[str], forward_names: set[str],
+                      joint_of: dict[str, fx.Node]) -> set[fx.Node]:
     """Give the backward nodes their own copies of recomputed values the base plan does not hold.
 
     A recomputed value ``r`` that other recomputed values read (so it is computed early, with its
@@ -229,19 +231,18 @@ def _rebuild_near_use(bw: fx.GraphModule, jg: JointGraph, held: set[str], forwar
     with every argument that is itself such a value replaced by its duplicate, and held values,
     saved values and inputs read as they are.  Returns the duplicates.
     """
-    by_name = {n.name: n for n in jg.module.graph.nodes}
     recomputed = [n for n in bw.graph.nodes if n.op == "call_function" and n.name in forward_names]
     is_recomputed = set(recomputed)
     dup: dict[fx.Node, fx.Node] = {}
 
     def cheap(node: fx.Node) -> bool:
-        joint = by_name.get(node.name)
-        if joint is None or node.name in held or _torch.is_random(node) or jg.facts[joint].recompute_ban:
+        joint = joint_of.get(node.name)
+        if joint is None or node.name in held:
             return False
         if node.target is operator.getitem:
             parent = node.args[0]
             return isinstance(parent, fx.Node) and parent in is_recomputed and cheap(parent)
-        return jg.facts[joint].cost <= _numel(node)  # not a matmul, convolution or attention
+        return _cheap(node, jg, joint)
 
     def duplicate(node: fx.Node) -> fx.Node:
         stack = [node]
@@ -270,6 +271,13 @@ def _rebuild_near_use(bw: fx.GraphModule, jg: JointGraph, held: set[str], forwar
             for user in late:
                 user.replace_input_with(node, copy)
     return set(dup.values())
+
+
+def _cheap(node: fx.Node, jg: JointGraph, joint: fx.Node) -> bool:
+    """``node`` (the backward's instance of ``joint``) is cheap to compute again: not random, not
+    banned, not a matmul, convolution or attention (no more operations than elements)."""
+    facts = jg.facts[joint]
+    return not _torch.is_random(node) and not facts.recompute_ban and facts.cost <= _numel(node)
 
 
 def _numel(node: fx.Node) -> int:
