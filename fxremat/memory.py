@@ -19,7 +19,8 @@ allocated and keeps its inputs alive as a view would; a stored pointwise value w
 is an extern kernel is allocated just before that reader, where Inductor realizes it
 (:func:`_realized_when_read`: the replay runs in that order); a matmul read only by an add runs at the add
 (Inductor's addmm; :func:`fxremat.lowering.keep_matmuls_in_place` avoids that where it would hold
-more than it saves); and a pointwise result takes over the buffer of a same-size input that dies at
+more than it saves), and that add, the addmm's output, is a buffer even where its readers are
+pointwise; and a pointwise result takes over the buffer of a same-size input that dies at
 it (Inductor's in-place reuse; saved tensors die in the backward and are donated the same way),
 as does an index-put's result its first argument when that dies at it (Inductor reinplaces it).
 It assumes that Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) holds a dead
@@ -188,8 +189,17 @@ def fused_in(graph: fx.Graph) -> set[fx.Node]:
     # pattern): its operands stay alive until then (a tied LM head's weight gradient, accumulated
     # with the embedding's at the end of the backward, keeps the logits' gradient alive).
     mm = torch.ops.aten.mm.default
-    fused.update(n for n in graph.nodes if n.target is mm and n not in returned and add_reading(n) is not None)
-    return fused
+    addmm = {n: add_reading(n) for n in graph.nodes if n.target is mm and n not in returned}
+    addmm = {n: add for n, add in addmm.items() if add is not None}
+    fused.update(addmm)
+    # That add is the addmm's output, a buffer of its own, even where its readers are pointwise (a
+    # shared weight's gradient accumulated over layers: add(add(mm, mm), mm) is a chain of addmms,
+    # and each layer's matmul operands die at its own; HF ALBERT at sequence 512 was predicted with
+    # every layer's 2 MiB operands alive until the next layer's addmm).
+    unfused = set(addmm.values())
+    unfused.update(n for n in graph.nodes if n in fused and all(a in unfused for a in n.all_input_nodes)
+                   and n.all_input_nodes and is_view(n, lambda x: frozenset(k for k, _ in _storages(x))))
+    return fused - unfused
 
 
 class _Replay:

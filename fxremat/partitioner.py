@@ -54,7 +54,7 @@ from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
 from .linearize import Linearization, linearize
-from .lowering import (accumulate_into_addend, defer_returned_products, deferred_tail, keep_matmuls_in_place,
+from .lowering import (accumulate_into_addend, accumulate_sums_by_addmm, defer_returned_products, deferred_tail, keep_matmuls_in_place,
                        merge_accumulating_puts, split_shared_transcendentals, store_before_recomputation,
                        store_permuted_fanout, sum_small_dims_by_matmul)
 from .memory import Timeline, simulate
@@ -728,6 +728,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         accumulate_into_addend(bw)  # first: the add it removes is then no addmm to keep apart
         merge_accumulating_puts(bw)  # after it: the accumulations it chains into one buffer
         sum_small_dims_by_matmul(bw)
+        accumulate_sums_by_addmm(bw)  # after it: the sums it leaves to Inductor
         keep_matmuls_in_place(bw)
         if defer:  # last: it moves the products the rewrites above left returned
             _defer_products(bw, jg)

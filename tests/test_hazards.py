@@ -1374,13 +1374,15 @@ def test_inductor_made_safe_min_cut_pair_saves_its_random_values():
     replayed generator state on CPU (``run_and_save_rng_state``: "Backend not supported for None",
     which failed HF BERT s512's compile at 0.4 and 0.5), so that pair saves the random values it
     would draw again instead: it compiles and matches min-cut step for step (same seed, same
-    numbers)."""
-    factory = lambda: (Deep(d=64, n=8, act=F.gelu, dropout=0.2), (x64(),))  # noqa: E731
+    numbers).  Batch 1024: at 64 the weights dominate and, since the replay counts an addmm's
+    output as a buffer (2026-12-05), min-cut's pair at 0.9 is predicted within the budget and runs;
+    at 1024 the made-safe pair at 0.3 is the fastest within it."""
+    factory = lambda: (Deep(d=64, n=8, act=F.gelu, dropout=0.2), (x64(batch=1024),))  # noqa: E731
     config = Config("budget-0.5", lambda c: make_backend(memory_budget=0.5, compiler=c))
     ours = run_step(factory, config, compiler="inductor")  # failed to compile before the random values were saved
     (report,) = ours.reports
-    assert report.reason.startswith("min-cut's saved set at activation_memory_budget=0.5, made safe (min-cut would "
-                                    "recompute random"), report.reason
+    assert report.reason.startswith("min-cut's saved set at activation_memory_budget="), report.reason
+    assert ", made safe (min-cut would recompute random" in report.reason, report.reason
     min_cut = run_step(factory, MIN_CUT, compiler="inductor")
     assert_same(ours, min_cut, tol=VS_EAGER_INDUCTOR, what="fxremat vs min-cut, Inductor RNG", rng=False)
 

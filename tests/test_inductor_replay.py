@@ -295,6 +295,40 @@ def test_returned_value_is_never_fused():
     assert ind[doubled[0].name] - _before(gm, ind, doubled[0]) == _nbytes(doubled[0])
 
 
+def test_accumulated_matmuls_are_addmm_buffers():
+    """(a1 @ b1 + a2 @ b2) + a3 @ b3: each add reads a matmul, so Inductor runs it as an ``addmm``
+    whose output is a buffer of its own, even though the first add's reader is pointwise; the
+    matmuls run at their adds, so the first pair's operands die at the first add (a shared weight's
+    gradient accumulated over layers: HF ALBERT was predicted with every layer's operands alive
+    until the next layer's addmm)."""
+    args = [torch.randn(64, 256) if i % 2 == 0 else torch.randn(256, 64) for i in range(6)]
+    gm, _, ind = _replay(lambda a1, b1, a2, b2, a3, b3: ((a1 @ b1 + a2 @ b2) + a3 @ b3,), *args)
+    first, last = _named(gm, aten.add.Tensor)
+    fused = fused_in(gm.graph)
+    assert first not in fused and last not in fused
+    assert set(_named(gm, aten.mm.default)) <= fused
+    assert ind[first.name] - _before(gm, ind, first) == _nbytes(first)
+
+
+def test_view_of_a_replaced_value_shares_its_storage():
+    """A graph pass that replaces a node gives it a value of its own, and the views that read it
+    keep the old value's storage (Inductor's joint-graph passes and a softmax's ``div``).  A copy of
+    the joint graph re-derives such views from their base, so the replay counts one buffer, as
+    it does for the graph before the replacement."""
+    gm = make_fx(lambda x: (torch.softmax(x, -1).expand(4, 64, 64).reshape(256, 64) * 2,), tracing_mode="fake")(torch.randn(4, 64, 64))
+    alive = lambda g: simulate(g, _empty_backward(), 1).bytes_alive  # noqa: E731
+    before = alive(gm)
+    (softmax,) = [n for n in gm.graph.nodes if n.target is aten._softmax.default]
+    val = softmax.meta["val"]
+    with val.fake_mode:
+        softmax.meta["val"] = torch.empty_like(val)  # what a replacement leaves: a storage of its own
+    assert alive(gm) != before  # the expand counted as a second buffer
+    copy = _torch.copy_joint(gm)
+    (expand,) = [n for n in copy.graph.nodes if n.target is aten.expand.default]
+    assert _torch.storage_key(expand.meta["val"]) == _torch.storage_key(expand.args[0].meta["val"])
+    assert alive(copy) == before
+
+
 def test_gather_feeding_pointwise_is_fused():
     """Indexing counts as pointwise: an embedding lookup read only by an add and a reduction is
     never allocated; the same lookup returned is."""
