@@ -4,12 +4,16 @@ The breadth cases (:mod:`bench.breadth_models`) are tiny (sequence 32, width 64)
 there.  These 28 HF families (held out from the planner's development, 2026-12-05) are built with
 the same helpers at the size a user meets: language models at 4 layers, width 128, sequence 512,
 batch 2, vocabulary 4096, a right-padded attention mask, dropout 0 (gradients compare with
-eager's); vision models at 128 px, batch 4-8.  Random weights, nothing downloaded.
+eager's); vision models at 128 px, batch 4-8.  Random weights, nothing downloaded.  Two more,
+not HF, share their weights over steps or applications (a GRU cell unrolled 64 steps; one
+``nn.TransformerEncoderLayer`` applied 6 times), as ALBERT does.
 """
 
 from __future__ import annotations
 
-from .breadth_models import lm, vision
+import torch
+
+from .breadth_models import GRUSeq, SharedEncoder, lm, vision
 
 __all__ = ["MEDIUM"]
 
@@ -91,4 +95,15 @@ MEDIUM = {
         image_size=128 ),
     "swinv2": lambda: vision("Swinv2ForImageClassification", "Swinv2Config", image=128, batch=8, image_size=128,
         embed_dim=48, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], window_size=4),
+    # not HF, added after ALBERT (2026-12-05): weights shared by every step or application
+    "gru-unrolled": lambda: _seeded(lambda: (GRUSeq(128, 256), (torch.randn(64, 64, 128),))),
+    "shared-encoder": lambda: _seeded(lambda: (SharedEncoder(), (torch.randn(4, 256, 128),
+                                                                 torch.arange(256).expand(4, 256) >= 200))),
 }
+
+
+def _seeded(build) -> tuple:
+    """(model, inputs, loss) of ``build()`` run from seed 0; the loss: the output's mean square."""
+    torch.manual_seed(0)
+    model, inputs = build()
+    return model, inputs, lambda o: o.pow(2).mean()

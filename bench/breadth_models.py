@@ -366,13 +366,16 @@ def weight_norm():
 
 
 class GRUSeq(nn.Module):
-    def __init__(self):
+    """A GRU cell unrolled over the sequence (its weights shared by every step), a readout per step."""
+
+    def __init__(self, inputs: int = 32, hidden: int = 64):
         super().__init__()
-        self.cell = nn.GRUCell(32, 64)
-        self.out = nn.Linear(64, 8)
+        self.hidden = hidden
+        self.cell = nn.GRUCell(inputs, hidden)
+        self.out = nn.Linear(hidden, 8)
 
     def forward(self, x):
-        h = x.new_zeros(x.shape[1], 64)
+        h = x.new_zeros(x.shape[1], self.hidden)
         ys = []
         for t in range(x.shape[0]):
             h = self.cell(x[t], h)
@@ -383,6 +386,22 @@ class GRUSeq(nn.Module):
 def gru():
     torch.manual_seed(0)
     return GRUSeq(), (torch.randn(24, 8, 32),), lambda o: o.pow(2).mean()
+
+
+class SharedEncoder(nn.Module):
+    """A universal-transformer-style encoder: one ``nn.TransformerEncoderLayer`` applied ``depth``
+    times (every weight shared by all applications), a key padding mask."""
+
+    def __init__(self, d: int = 128, depth: int = 6):
+        super().__init__()
+        self.depth = depth
+        self.layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True, norm_first=True)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, pad):
+        for _ in range(self.depth):
+            x = self.layer(x, src_key_padding_mask=pad)
+        return self.head(x).mean(1)
 
 
 
