@@ -358,10 +358,10 @@ def accumulate_sums_by_addmm(gm: fx.GraphModule) -> int:
             continue
         red, s = max(found, key=lambda rt: position[rt[0]])  # the later reduction is the one to keep in place
         a = add.args[1] if add.args[0] is s else add.args[0]
-        va = a.meta.get("val")
-        if not (position[a] < position[red] and isinstance(va, torch.Tensor) and va.is_contiguous()
-                and s.meta["val"].is_contiguous()):
-            continue
+        va, vs = a.meta.get("val"), s.meta.get("val")
+        if not (position[a] < position[red] and all(isinstance(v, torch.Tensor) and v.is_contiguous()
+                                                     and v.shape == val.shape and v.dtype == val.dtype for v in (va, vs))):
+            continue  # no broadcast, no type promotion: addmm takes neither
         n = int(val.numel())
         with graph.inserting_before(add):
             acc = _call(graph, _aten.view.default, a, [1, n])

@@ -451,14 +451,17 @@ def test_reductions_accumulated_over_uses_become_addmms():
     torch.testing.assert_close(real(*args)[0], ref(*args)[0], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("case", ["not_returned", "term_computed_later", "no_reduction"])
+@pytest.mark.parametrize("case", ["not_returned", "term_computed_later", "no_reduction", "broadcast", "promoted"])
 def test_other_adds_of_sums_stay(case):
     """Left alone: an add whose value is not a returned gradient (it feeds an ``exp``), an add whose
-    other operand is computed after the reduction, and an add of two non-reductions."""
+    other operand is computed after the reduction, an add of two non-reductions, a broadcast add
+    and a type-promoting one."""
     fns = {
         "not_returned": lambda a, b, c: ((a.sum([0, 1]) + b.sum([0, 1])).exp(),),
         "term_computed_later": lambda a, b, c: (a.sum([0, 1]) + c[0, 0] * 3,),
         "no_reduction": lambda a, b, c: (a[0, 0] * 2 + b[0, 0],),
+        "broadcast": lambda a, b, c: (a.sum([0, 1]) + b.sum([0, 1, 2]),),
+        "promoted": lambda a, b, c: (a.sum([0, 1]).double() + b.sum([0, 1]),),
     }
     args = tuple(torch.randn(4, 64, 32) for _ in range(3))
     gm = make_fx(fns[case], tracing_mode="fake")(*args)
