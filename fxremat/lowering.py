@@ -333,7 +333,8 @@ def _is_sum_of_like(node: fx.Node, like: fx.Node) -> bool:
 
 def accumulate_sums_by_addmm(gm: fx.GraphModule) -> int:
     """Rewrite each ``add(a, s)`` that accumulates a returned gradient, where ``s`` is a reduction
-    (``sum``, through single-reader views) read only by the add and ``a`` is computed before it, as
+    (``sum``, through single-reader views and small pointwise ops: :func:`_reduced`) read only by
+    the add and ``a`` is computed before it, as
     ``addmm(a.view(1, N), ones(1, 1), s.view(1, N))``; returns how many adds were rewritten.  A
     parameter used by several layers (ALBERT's one shared layer, an unrolled recurrent cell) gets
     its bias and normalization gradients as one reduction per use, added up; Inductor fuses each
@@ -352,14 +353,14 @@ def accumulate_sums_by_addmm(gm: fx.GraphModule) -> int:
         if not (val.is_floating_point() and val.is_contiguous() and val.ndim >= 1
                 and all(isinstance(d, int) for d in val.shape)):
             continue
-        terms = [(_reduction_through_views(t), t) for t in add.args]
+        terms = [(_reduced(t, val.numel()), t) for t in add.args]
         found = [(red, t) for red, t in terms if red is not None]
         if not found:
             continue
-        red, s = max(found, key=lambda rt: position[rt[0]])  # the later reduction is the one to keep in place
+        _, s = max(found, key=lambda rt: position[rt[1]])  # the later term is the one to keep in place
         a = add.args[1] if add.args[0] is s else add.args[0]
         va, vs = a.meta.get("val"), s.meta.get("val")
-        if not (position[a] < position[red] and all(isinstance(v, torch.Tensor) and v.is_contiguous()
+        if not (position[a] < position[s] and all(isinstance(v, torch.Tensor) and v.is_contiguous()
                                                      and v.shape == val.shape and v.dtype == val.dtype for v in (va, vs))):
             continue  # no broadcast, no type promotion: addmm takes neither
         n = int(val.numel())
@@ -375,16 +376,28 @@ def accumulate_sums_by_addmm(gm: fx.GraphModule) -> int:
     return _finished(gm, rewritten)
 
 
-def _reduction_through_views(node: object) -> fx.Node | None:
-    """The ``sum`` that ``node`` is, or views through single-reader views, when each node on the way
-    (the sum included) has one reader; else None."""
-    while isinstance(node, fx.Node) and len(node.users) == 1:
-        if node.op == "call_function" and node.target is _aten.sum.dim_IntList:
-            return node
-        if node.op != "call_function" or node.target not in _VIEWS:
-            return None
-        node = node.args[0]
+def _reduced(node: object, numel: int, depth: int = 4) -> fx.Node | None:
+    """The ``sum`` of ``numel`` elements that ``node`` is or computes from through at most
+    ``depth`` views and pointwise ops of at most ``numel`` elements (a batch norm's weight
+    gradient: its sum times the inverse standard deviation; the sum is read by the input gradient
+    too); else None."""
+    stack = [(node, 0)]
+    while stack:
+        n, hops = stack.pop()
+        if not (isinstance(n, fx.Node) and n.op == "call_function"):
+            continue
+        if n.target is _aten.sum.dim_IntList:
+            if _numel(n) == numel:  # the term's own size: a parameter's gradient, not a broadcast row sum
+                return n
+            continue
+        if hops < depth and (n.target in _VIEWS or _torch.inductor_pointwise(n)) and _numel(n) <= numel:
+            stack.extend((a, hops + 1) for a in n.all_input_nodes)
     return None
+
+
+def _numel(node: fx.Node) -> int:
+    val = node.meta.get("val")
+    return int(val.numel()) if isinstance(val, torch.Tensor) else 0
 
 
 def _accumulates_to_output(add: fx.Node) -> bool:
