@@ -112,6 +112,11 @@ def storage_nbytes(t: torch.Tensor) -> int:
     return hint(t.untyped_storage().nbytes())
 
 
+def value_numel(node: fx.Node) -> int:
+    """Elements of the tensors an FX node computes (its ``meta["val"]``; symbolic sizes by their hints)."""
+    return sum(hint(t.numel()) for t in tensors_in(node.meta.get("val")))
+
+
 def value_nbytes(value: Any) -> int:
     """Bytes of the tensor an FX node computes (its ``meta["val"]``); 0 for anything else."""
     val = value.meta.get("val") if isinstance(value, fx.Node) else None

@@ -28,7 +28,7 @@ when it has them (``_torch.inductor_realize_thresholds``).
 from __future__ import annotations
 
 import operator
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 import torch
 import torch.fx as fx
@@ -91,10 +91,12 @@ def readers_fusible(node: fx.Node, own: Callable[[fx.Node], frozenset], returned
 
 
 def fused_values(graph: fx.Graph, storages: Callable[[fx.Node], Iterable[object]],
-                 readers: Callable[[fx.Node], int] | None = None) -> frozenset[fx.Node]:
+                 readers: Callable[[fx.Node], int] | None = None,
+                 stored: Collection[fx.Node] = ()) -> frozenset[fx.Node]:
     """The values of ``graph`` Inductor never allocates (see the module docstring); ``storages``
     gives a node's storage keys (a view's are all among its inputs'); ``readers`` the number of
-    its readers that run in the same compiled graph (default: all of them)."""
+    its readers that run in the same compiled graph (default: all of them); ``stored``: values
+    Inductor allocates whatever their readers (an add it runs as an ``addmm``)."""
     readers = readers or (lambda node: len(node.users))
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
     own = {n: frozenset(storages(n)) for n in graph.nodes}.__getitem__
@@ -105,7 +107,7 @@ def fused_values(graph: fx.Graph, storages: Callable[[fx.Node], Iterable[object]
     # The inlined computation of each unrealized value: (heavy on the CPU, op count, buffers read).
     cone: dict[fx.Node, tuple[bool, int, frozenset[fx.Node]]] = {}
     for n in graph.nodes:
-        if n in returned or not _torch.inductor_pointwise(n) or not readers_fusible(n, own, returned):
+        if n in returned or n in stored or not _torch.inductor_pointwise(n) or not readers_fusible(n, own, returned):
             continue
         cpu = all(t.device.type == "cpu" for t in _torch.tensors_in(n.meta.get("val")))
         heavy, ops, reads = _heavy(n, cpu), 1, set()

@@ -353,17 +353,16 @@ def accumulate_sums_by_addmm(gm: fx.GraphModule) -> int:
         if not (val.is_floating_point() and val.is_contiguous() and val.ndim >= 1
                 and all(isinstance(d, int) for d in val.shape)):
             continue
-        terms = [(_reduced(t, val.numel()), t) for t in add.args]
-        found = [(red, t) for red, t in terms if red is not None]
+        n = int(val.numel())
+        found = [t for t in add.args if _reduced(t, n) is not None]
         if not found:
             continue
-        _, s = max(found, key=lambda rt: position[rt[1]])  # the later term is the one to keep in place
+        s = max(found, key=position.__getitem__)  # the later term is the one to keep in place
         a = add.args[1] if add.args[0] is s else add.args[0]
         va, vs = a.meta.get("val"), s.meta.get("val")
         if not (position[a] < position[s] and all(isinstance(v, torch.Tensor) and v.is_contiguous()
                                                      and v.shape == val.shape and v.dtype == val.dtype for v in (va, vs))):
             continue  # no broadcast, no type promotion: addmm takes neither
-        n = int(val.numel())
         with graph.inserting_before(add):
             acc = _call(graph, _aten.view.default, a, [1, n])
             term = _call(graph, _aten.view.default, s, [1, n])
@@ -387,17 +386,12 @@ def _reduced(node: object, numel: int, depth: int = 4) -> fx.Node | None:
         if not (isinstance(n, fx.Node) and n.op == "call_function"):
             continue
         if n.target is _aten.sum.dim_IntList:
-            if _numel(n) == numel:  # the term's own size: a parameter's gradient, not a broadcast row sum
+            if _torch.value_numel(n) == numel:  # the term's own size: a parameter's gradient, not a broadcast row sum
                 return n
             continue
-        if hops < depth and (n.target in _VIEWS or _torch.inductor_pointwise(n)) and _numel(n) <= numel:
+        if hops < depth and (n.target in _VIEWS or _torch.inductor_pointwise(n)) and _torch.value_numel(n) <= numel:
             stack.extend((a, hops + 1) for a in n.all_input_nodes)
     return None
-
-
-def _numel(node: fx.Node) -> int:
-    val = node.meta.get("val")
-    return int(val.numel()) if isinstance(val, torch.Tensor) else 0
 
 
 def _accumulates_to_output(add: fx.Node) -> bool:

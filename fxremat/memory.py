@@ -184,22 +184,19 @@ def fused_in(graph: fx.Graph) -> set[fx.Node]:
     """Values Inductor never allocates (:func:`fxremat.fusion.fused_values`), and matmuls it runs
     as an ``addmm``."""
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
-    fused = set(fused_values(graph, lambda n: [key for key, _ in _storages(n)]))
     # A matmul whose one reader adds it to another value runs as that add (Inductor's addmm
     # pattern): its operands stay alive until then (a tied LM head's weight gradient, accumulated
-    # with the embedding's at the end of the backward, keeps the logits' gradient alive).
+    # with the embedding's at the end of the backward, keeps the logits' gradient alive).  That
+    # add is the addmm's output, a buffer of its own even where its readers are pointwise (a shared
+    # weight's gradient accumulated over layers, add(add(mm, mm), mm), is a chain of addmms, and
+    # each layer's operands die at its own: HF ALBERT at sequence 512 was predicted with every
+    # layer's 2 MiB operands alive until the next layer's addmm).
     mm = torch.ops.aten.mm.default
     addmm = {n: add_reading(n) for n in graph.nodes if n.target is mm and n not in returned}
     addmm = {n: add for n, add in addmm.items() if add is not None}
+    fused = set(fused_values(graph, lambda n: [key for key, _ in _storages(n)], stored=set(addmm.values())))
     fused.update(addmm)
-    # That add is the addmm's output, a buffer of its own, even where its readers are pointwise (a
-    # shared weight's gradient accumulated over layers: add(add(mm, mm), mm) is a chain of addmms,
-    # and each layer's matmul operands die at its own; HF ALBERT at sequence 512 was predicted with
-    # every layer's 2 MiB operands alive until the next layer's addmm).
-    unfused = set(addmm.values())
-    unfused.update(n for n in graph.nodes if n in fused and all(a in unfused for a in n.all_input_nodes)
-                   and n.all_input_nodes and is_view(n, lambda x: frozenset(k for k, _ in _storages(x))))
-    return fused - unfused
+    return fused
 
 
 class _Replay:

@@ -122,7 +122,7 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
         position.clear(), heavy.clear(), heavy_before.clear()
         for i, n in enumerate(bw.graph.nodes):
             joint = joint_of.get(n.name) if n.op == "call_function" else None
-            if joint is not None and jg.facts[joint].cost > _numel(n):
+            if joint is not None and jg.facts[joint].cost > _torch.value_numel(n):
                 heavy.add(n)
             position[n], heavy_before[n] = i, len(heavy)
 
@@ -144,7 +144,7 @@ def _one_copy_per_segment(bw: fx.GraphModule, jg: JointGraph, forward_names: set
                     stack.append(a)
                     if len(seen) > SHARED_COPY_MAX_NODES:
                         return None
-        if sum(jg.facts[joint_of[n.name]].cost for n in seen) > SHARED_COPY_MAX_COST * _numel(node):
+        if sum(jg.facts[joint_of[n.name]].cost for n in seen) > SHARED_COPY_MAX_COST * _torch.value_numel(node):
             return None
         return sorted(seen, key=position.__getitem__)
 
@@ -277,8 +277,4 @@ def _cheap(node: fx.Node, jg: JointGraph, joint: fx.Node) -> bool:
     """``node`` (the backward's instance of ``joint``) is cheap to compute again: not random, not
     banned, not a matmul, convolution or attention (no more operations than elements)."""
     facts = jg.facts[joint]
-    return not _torch.is_random(node) and not facts.recompute_ban and facts.cost <= _numel(node)
-
-
-def _numel(node: fx.Node) -> int:
-    return sum(_torch.hint(t.numel()) for t in _torch.tensors_in(node.meta.get("val")))
+    return not _torch.is_random(node) and not facts.recompute_ban and facts.cost <= _torch.value_numel(node)
