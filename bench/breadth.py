@@ -27,6 +27,7 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
 import torch
 
 import fxremat
@@ -34,7 +35,10 @@ from fxremat.backend import min_cut_backend
 from fxremat.profiling import output_loss, peak_of_training_step
 from fxremat.report import captured_warnings
 
-from .breadth_models import CASES
+from .breadth_models import CASES as _CASES
+from .breadth_more import MORE
+
+CASES = {**_CASES, **MORE}  # round 5 (bench.breadth_more): 41 families added 2026-12-05
 
 MIB = 2**20
 
@@ -45,6 +49,7 @@ def _step(model: torch.nn.Module, inputs: tuple, loss_fn, fn, seed: int):
         if isinstance(t, torch.Tensor):
             t.grad = None
     torch.manual_seed(seed)
+    np.random.seed(seed)  # HF's SpecAugment and BigBird's random blocks draw with numpy
     out = fn(*inputs)
     loss = loss_fn(out) if loss_fn else output_loss(out)
     loss.backward()

@@ -15,6 +15,7 @@ import copy
 import functools
 import inspect
 import operator
+import sys
 import warnings
 from typing import Any, Callable
 
@@ -280,6 +281,36 @@ def replay_rng(joint: fx.GraphModule, fw: fx.GraphModule, bw: fx.GraphModule, nu
                 node.meta.pop("recompute", None)
             else:
                 node.meta["recompute"] = old
+
+
+def inductor_fallback_random() -> bool:
+    """Whether Inductor draws random numbers as eager does (``torch._inductor.config.fallback_random``)."""
+    inductor_config = sys.modules.get("torch._inductor.config")
+    return bool(getattr(inductor_config, "fallback_random", False))
+
+
+def order_random_ops(fw: fx.GraphModule) -> int:
+    """Chain the forward's random draws in program order, the replayed ones included; returns how
+    many were chained.
+
+    With ``fallback_random`` Inductor draws from the global generator and keeps its random ops in
+    program order by chaining them with ``control_deps`` (torch >= 2.13), but only plain seeded
+    ops: a ``run_and_save_rng_state`` that :func:`replay_rng` added is free to move, and a plain
+    op with no data inputs (``bernoulli_`` on an ``empty``, DeBERTa's and SEW-D's dropout) was
+    scheduled ahead of the replayed ones: every later draw differed from eager's (SEW-D,
+    2026-12-05: gradients 1.0 off eager's, min-cut's 1e-5).  Chained here with Inductor's own
+    ``preserve_node_ordering``; a no-op without a replayed op (Inductor chains plain ones itself)."""
+    try:
+        from torch._inductor.fx_passes.control_dependencies import preserve_node_ordering
+        from torch.utils._ordered_set import OrderedSet
+    except ImportError:  # pragma: no cover - torch without control_deps: nothing to chain with
+        return 0
+    draws = [n for n in fw.graph.nodes if is_random(n) or n.target is _run_and_save_rng_state]
+    if len(draws) < 2 or not any(n.target is _run_and_save_rng_state for n in draws):
+        return 0
+    preserve_node_ordering(fw.graph, {later: OrderedSet([earlier]) for earlier, later in zip(draws, draws[1:])})
+    fw.recompile()
+    return len(draws)
 
 
 def is_effectful(node: fx.Node) -> bool:

@@ -211,6 +211,10 @@ def partition(
         return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
     fw, bw = _handed_out(mc_fw, mc_bw) if report.chosen == "min-cut" else _handed_out(fw, bw)
+    if jg.inductor and _torch.inductor_fallback_random():
+        chained = _torch.order_random_ops(fw)
+        if chained:
+            log.info("fxremat: the forward's %d random draws chained in program order (fallback_random)", chained)
     if report.channels_last is not None:
         fw.meta[_torch.CPU_LAYOUT_MARK] = report.channels_last  # read when the pair is compiled
     return fw, bw

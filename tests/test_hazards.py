@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import operator
 import sys
 from typing import Any, Callable
 from unittest import mock
@@ -1364,6 +1365,65 @@ def test_inductor_dropout_recomputed_region():
     native_min_cut = run_step(factory, MIN_CUT, compiler="inductor")
     native_ours = run_step(factory, FXREMAT, compiler="inductor")
     assert_same(native_ours, native_min_cut, tol=VS_EAGER_INDUCTOR, what="fxremat vs min-cut, Inductor RNG", rng=False)
+
+
+def _draws_graph(kinds: tuple[bool, ...] = (True, False)) -> torch.fx.GraphModule:
+    """A forward with two draws (replayed or plain), each with no data input (DeBERTa's and SEW-D's
+    dropout: ``bernoulli_`` on an ``empty``), both read by the output."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    masks = []
+    for replayed in kinds:
+        empty = g.call_function(torch.ops.aten.empty.memory_format, ([4, 4],),
+                                {"dtype": torch.float32, "device": torch.device("cpu")})
+        if replayed:
+            draw = g.call_function(_torch._run_and_save_rng_state, (torch.ops.aten.bernoulli.p, empty, 0.9))
+            masks.append(g.call_function(operator.getitem, (draw, 1)))
+        else:
+            masks.append(g.call_function(torch.ops.aten.bernoulli.p, (empty, 0.9)))
+    out = g.call_function(torch.ops.aten.add.Tensor, (g.call_function(torch.ops.aten.mul.Tensor, (x, masks[0])), masks[1]))
+    g.output((out,))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_order_random_ops_chains_replayed_and_plain_draws():
+    """``_torch.order_random_ops`` puts every draw of a forward that holds a replayed one after the
+    draw before it (Inductor's ``control_deps``, as its ``fallback_random`` chaining of plain seeded
+    ops does), and the graph still draws what it drew: same numbers from the same seed."""
+    if _torch._run_and_save_rng_state is None:
+        pytest.skip("no run_and_save_rng_state in this torch")
+    fw = _draws_graph()
+    x = torch.randn(4, 4)
+    torch.manual_seed(0)
+    (expected,) = fw(x)
+    assert _torch.order_random_ops(fw) == 2
+    later = [n for n in fw.graph.nodes if n.op == "call_function" and n.name == "bernoulli_p"]
+    assert later and "control_deps" in str(later[0].target), fw.code
+    (earlier,) = later[0].args[0]
+    assert earlier.target is _torch._run_and_save_rng_state, fw.code
+    torch.manual_seed(0)
+    (actual,) = fw(x)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    assert _torch.order_random_ops(_draws_graph((False, False))) == 0  # plain draws: Inductor chains them itself
+
+
+@pytest.mark.inductor
+def test_inductor_replayed_dropout_draws_in_eager_order():
+    """HF SEW-D (DeBERTa's encoder: StableDropout, a ``bernoulli_`` on an ``empty``, of the relative
+    position table in every layer) through Inductor with ``fallback_random``: fxremat replays the
+    first layers' draws in the backward and saves the last one.  Inductor chains plain random ops in
+    program order but not the ``run_and_save_rng_state`` of a replayed draw, and it ran the last
+    layer's draw (no data input) before them: every later mask differed from eager's, gradients
+    1.0 off (min-cut's 1e-5).  Since 2026-12-05 fxremat chains them all (``order_random_ops``)."""
+    pytest.importorskip("transformers")
+    from bench.breadth import CASES
+
+    factory = lambda: CASES["sew-d"]()[:2]  # noqa: E731 - (model, inputs); the model returns its loss
+    with inductor_config.patch(fallback_random=True):
+        eager = run_step(factory, EAGER)
+        ours = run_step(factory, FXREMAT, compiler="inductor")
+    assert any(r.chosen == "fxremat" for r in ours.reports)
+    assert_same(ours, eager, tol=VS_EAGER_INDUCTOR, what="fxremat+inductor (fallback_random)", rng=False)
 
 
 @pytest.mark.inductor
