@@ -35,7 +35,8 @@ Invariants:
   ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
 * a node banned from recomputation (effectful, mutating, reading a mutated input, MUST_SAVE;
   random only where torch cannot replay its RNG state) is never recomputed: its value is saved
-  instead; a random op the backward recomputes replays the forward's RNG state (``_torch.replay_rng``).
+  instead; a random op the backward recomputes replays the forward's RNG state (``_torch.replay_rng``),
+  and with Inductor's ``fallback_random`` the forward's draws run in program order (``_torch.order_random_ops``).
 """
 
 from __future__ import annotations
@@ -212,9 +213,14 @@ def partition(
     _REPORTS.append(report)
     fw, bw = _handed_out(mc_fw, mc_bw) if report.chosen == "min-cut" else _handed_out(fw, bw)
     if jg.inductor and _torch.inductor_fallback_random():
-        chained = _torch.order_random_ops(fw)
-        if chained:
-            log.info("fxremat: the forward's %d random draws chained in program order (fallback_random)", chained)
+        try:
+            chained = _torch.order_random_ops(fw)
+        except Exception as exc:  # noqa: BLE001 - the pair is right as it is; only eager's order of draws is at stake
+            log.warning("fxremat: could not chain the forward's random draws (fallback_random): %s: %s",
+                        type(exc).__name__, exc)
+        else:
+            if chained:
+                log.info("fxremat: the forward's %d random draws chained in program order (fallback_random)", chained)
     if report.channels_last is not None:
         fw.meta[_torch.CPU_LAYOUT_MARK] = report.channels_last  # read when the pair is compiled
     return fw, bw
