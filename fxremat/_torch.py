@@ -289,6 +289,24 @@ def inductor_fallback_random() -> bool:
     return bool(getattr(inductor_config, "fallback_random", False))
 
 
+def _control_deps() -> tuple[Callable, type] | None:
+    """Inductor's ``preserve_node_ordering`` and ``OrderedSet``, where its ``control_deps`` can be
+    compiled in a graph Inductor did not build (torch >= 2.13; on 2.11 it has no autograd kernel:
+    "could not find kernel for HigherOrderOperator control_deps at ... AutogradCPU")."""
+    try:
+        from torch._inductor.fx_passes.control_dependencies import control_deps, preserve_node_ordering
+        from torch.utils._ordered_set import OrderedSet
+    except ImportError:  # pragma: no cover - torch without control_deps
+        return None
+    return (preserve_node_ordering, OrderedSet) if torch._C.DispatchKey.Autograd in control_deps.py_kernels else None
+
+
+def can_order_random_ops() -> bool:
+    """Whether :func:`order_random_ops` can chain draws in this torch (2.13, 2.14: yes; 2.11: no, and
+    there Inductor does not chain plain random ops either: min-cut's draws are not in eager's order)."""
+    return _control_deps() is not None
+
+
 def order_random_ops(fw: fx.GraphModule) -> int:
     """Chain the forward's random draws in program order, the replayed ones included; returns how
     many were chained.
@@ -299,16 +317,14 @@ def order_random_ops(fw: fx.GraphModule) -> int:
     op with no data inputs (``bernoulli_`` on an ``empty``, DeBERTa's and SEW-D's dropout) was
     scheduled ahead of the replayed ones: every later draw differed from eager's (SEW-D,
     2026-12-05: gradients 1.0 off eager's, min-cut's 1e-5).  Chained here with Inductor's own
-    ``preserve_node_ordering``; a no-op without a replayed op (Inductor chains plain ones itself)."""
-    try:
-        from torch._inductor.fx_passes.control_dependencies import preserve_node_ordering
-        from torch.utils._ordered_set import OrderedSet
-    except ImportError:  # pragma: no cover - torch without control_deps: nothing to chain with
-        return 0
+    ``preserve_node_ordering``; a no-op without a replayed op (Inductor chains plain ones itself)
+    and where :func:`can_order_random_ops` is false."""
+    tools = _control_deps()
     draws = [n for n in fw.graph.nodes if is_random(n) or n.target is _run_and_save_rng_state]
-    if len(draws) < 2 or not any(n.target is _run_and_save_rng_state for n in draws):
+    if tools is None or len(draws) < 2 or not any(n.target is _run_and_save_rng_state for n in draws):
         return 0
-    preserve_node_ordering(fw.graph, {later: OrderedSet([earlier]) for earlier, later in zip(draws, draws[1:])})
+    preserve_node_ordering, ordered_set = tools
+    preserve_node_ordering(fw.graph, {later: ordered_set([earlier]) for earlier, later in zip(draws, draws[1:])})
     fw.recompile()
     return len(draws)
 
