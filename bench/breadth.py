@@ -1,4 +1,4 @@
-"""Breadth check: every case of bench/breadth_models.py through fxremat and through min-cut.
+"""Breadth check: every case of bench/breadth_models.py and bench/breadth_more.py through fxremat and min-cut.
 
     python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (~4 min)
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
