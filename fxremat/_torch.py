@@ -320,8 +320,10 @@ def order_random_ops(fw: fx.GraphModule) -> int:
     ``preserve_node_ordering``; a no-op without a replayed op (Inductor chains plain ones itself)
     and where :func:`can_order_random_ops` is false."""
     tools = _control_deps()
+    if tools is None:
+        return 0
     draws = [n for n in fw.graph.nodes if is_random(n) or n.target is _run_and_save_rng_state]
-    if tools is None or len(draws) < 2 or not any(n.target is _run_and_save_rng_state for n in draws):
+    if len(draws) < 2 or not any(n.target is _run_and_save_rng_state for n in draws):
         return 0
     preserve_node_ordering, ordered_set = tools
     preserve_node_ordering(fw.graph, {later: ordered_set([earlier]) for earlier, later in zip(draws, draws[1:])})
