@@ -129,12 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inductor", action="store_true", help="compile with Inductor and measure peaks")
     p.add_argument("--fallback-random", action="store_true", help="Inductor's fallback_random=True")
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
-    p.add_argument("--medium", action="store_true", help="the cases of bench.breadth_medium (activation-dominated sizes)")
+    p.add_argument("--medium", action="store_true",
+                   help="the cases of bench.breadth_medium and breadth_medium_more (activation-dominated sizes)")
     p.add_argument("--hf-ckpt", action="store_true", help="with --inductor: also HF per-layer checkpointing's peak")
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
     if args.medium:
-        from .breadth_medium import MEDIUM as cases
+        from .breadth_medium import MEDIUM
+        from .breadth_medium_more import MEDIUM_MORE
+
+        cases = {**MEDIUM, **MEDIUM_MORE}
     else:
         cases = CASES
     if args.list:

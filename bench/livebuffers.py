@@ -31,6 +31,15 @@ class Walk:
     alive: tuple[tuple[str, int], ...]  # (buffer, bytes) alive at the peak, largest first
 
 
+def _ints(text: str) -> list[int] | None:
+    """The integers of a printed shape or stride; ``None`` where one is symbolic (``s59``: a size
+    known only at run time, such as a CPU generator's saved state), whose bytes the walk leaves out."""
+    try:
+        return [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        return None
+
+
 _INPUT = re.compile(r"assert_size_stride\((\w+), \(([^)]*)\), \(([^)]*)\)")
 
 
@@ -46,15 +55,15 @@ def walk(call_body: str, inputs: bool = False) -> Walk:
     for line in call_body.splitlines():
         s = line.strip()
         if inputs and (m := _INPUT.match(s)) and not m.group(1).startswith("primals_"):
-            dims = [int(d) for d in m.group(2).split(",") if d.strip()]
-            strides = [int(d) for d in m.group(3).split(",") if d.strip()]
-            size[m.group(1)] = 4 * (1 + sum((d - 1) * st for d, st in zip(dims, strides))) if all(dims) else 0
+            dims, strides = _ints(m.group(2)), _ints(m.group(3))
+            known = dims is not None and strides is not None and all(dims)
+            size[m.group(1)] = 4 * (1 + sum((d - 1) * st for d, st in zip(dims, strides))) if known else 0
             alias[m.group(1)] = m.group(1)
             current += size[m.group(1)]
         elif m := _ALLOC.match(s):
             name, shape, dtype = m.groups()
-            dims = [int(d) for d in shape.split(",") if d.strip()]
-            size[name] = math.prod(dims) * _BYTES.get(dtype, 4)
+            dims = _ints(shape)
+            size[name] = math.prod(dims) * _BYTES.get(dtype, 4) if dims is not None else 0
             alias[name] = name
             current += size[name]
         elif m := _ALIAS.match(s):

@@ -103,12 +103,15 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     born: dict[object, int] = {}
     last_use: dict[object, int] = {}
     readers: dict[object, list[int]] = {}
+    first_read: dict[object, int] = {}  # first reader of its data: not a view of it, not a *_like op
     for k, node in enumerate(forward):
         reads = [pos[u] for u in node.users if u in pos]
         for key in facts[node].storages:
             born.setdefault(key, k)
             last_use[key] = max(last_use.get(key, k), *reads, -1)
             readers.setdefault(key, []).extend(reads)
+            data = [pos[u] for u in node.users if u in pos and key not in facts[u].storages and not _shape_only(u)]
+            first_read[key] = min(first_read.get(key, len(forward)), *data, len(forward))
     external = {key for p in jg.primals for key in facts[p].storages}
     for key in external:
         born.pop(key, None)
@@ -116,7 +119,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     rebuilt = _rebuilt(jg, born)
     pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
-    options = _long_lived(tracked, born, last_use, readers, len(forward))
+    options = _long_lived(tracked, born, last_use, readers, len(forward), first_read)
     build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
     if score is None or len(options) == 1:
         return build(options[-1])
@@ -342,29 +345,54 @@ def _boundaries(tracked: list[object], born: dict[object, int], last_use: dict[o
 
 LONG_LIVED_TRIES = 16
 LONG_LIVED_READERS = 3
+LONG_LIVED_SPAN = 0.25  # or a storage alive across at least this share of the forward, read late (_idle_skip)
 
 
 def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
-                readers: dict[object, list[int]], length: int) -> list[set[object]]:
+                readers: dict[object, list[int]], length: int,
+                first_read: dict[object, int] | None = None) -> list[set[object]]:
     """Storages read across many layers (an attention mask, rotary tables, an encoder's output
     read by every decoder layer) cross every boundary of the layers they span, so no boundary
     there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
     saving it always (and counting it once, as fixed bytes) frees those boundaries.  The
     candidates are the ``k`` longest-lived storages (k = 0..16) such that each taken storage is
-    read in at least 3 of the resulting stages; returned from k = 0 to the ``k`` that gives the
-    most boundaries (the last).  Taking a storage that spans one sublayer (a residual stream
-    value) also passes that test, but it pins a value the plan would rather checkpoint or
+    read in at least 3 of the resulting stages, or is computed early and first read late
+    (:func:`_idle_skip`: HF GIT's text embeddings, computed before the vision encoder and read
+    after it by the concatenation of image and text tokens, left the whole vision encoder one
+    stage, 2026-12-05); returned from k = 0 to the ``k`` that gives the most boundaries (the
+    last).  Taking a storage that spans one sublayer (a residual
+    stream value) also passes that test, but it pins a value the plan would rather checkpoint or
     recompute, so the caller compares the options on the chain they give."""
     longest = sorted((key for key in tracked if last_use[key] > born[key]), key=lambda k: born[k] - last_use[k])
     options, best_count = [set()], len(_boundaries(tracked, born, last_use, length)[0])
     for k in range(1, min(LONG_LIVED_TRIES, len(longest)) + 1):
         drop = set(longest[:k])
         bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
-        spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS for key in drop)
+        spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS
+                     or _idle_skip(key, born, last_use, first_read or {}, length) for key in drop)
         if spread and len(bounds) > best_count:
             options.append(drop)
             best_count = len(bounds)
     return options
+
+
+def _idle_skip(key: object, born: dict[object, int], last_use: dict[object, int], first_read: dict[object, int],
+               length: int) -> bool:
+    """Whether ``key`` is computed early and its data first read late: alive across at least
+    ``LONG_LIVED_SPAN`` of the forward and not read in the first half of that span (a residual
+    stream value, read at once by its sublayer, is not; a view of it or a ``zeros_like`` reads no
+    data)."""
+    span = last_use[key] - born[key]
+    return span >= LONG_LIVED_SPAN * length and first_read.get(key, born[key]) - born[key] >= span / 2
+
+
+_SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty",
+                         "new_full", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset"})
+
+
+def _shape_only(node: fx.Node) -> bool:
+    """Whether ``node`` reads only its inputs' shapes, dtypes and devices, not their data."""
+    return getattr(getattr(node.target, "overloadpacket", None), "__name__", "") in _SHAPE_ONLY
 
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:
