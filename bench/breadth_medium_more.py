@@ -18,20 +18,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .breadth_models import KW, hf_model, lm, pad_mask, vision
+from .breadth_medium import DECODER, LMK, D, L, S, V  # the sizes of bench.breadth_medium
+from .breadth_models import KW, hf_model, pad_mask
+from .breadth_more import _seeded_lm as _lm
+from .breadth_more import _seeded_vision as _vision
 
 __all__ = ["MEDIUM_MORE"]
 
-S, D, L, V = 512, 128, 4, 4096  # sequence, width, layers, vocabulary of the language models
-LMK = {"vocab": V, "seq": S, "batch": 2}
-# the Llama-style decoders' shared sizes
-DECODER = {
-    "hidden_size": D,
-    "intermediate_size": 4 * D,
-    "num_hidden_layers": L,
-    "num_attention_heads": 4,
-    "max_position_embeddings": S,
-}
 # BERT-style encoders' shared sizes, dropout 0
 ENCODER = {**DECODER, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 # BART-style encoder-decoders' shared sizes (2+2 layers), dropout and layerdrop 0
@@ -75,18 +68,6 @@ AUDIO = {
     "pad_token_id": 0,
 }
 IMG = 128  # image side of the vision and multimodal models
-
-
-def _lm(*a, **kw):
-    """:func:`bench.breadth_models.lm` from seed 0."""
-    torch.manual_seed(0)
-    return lm(*a, **kw)
-
-
-def _vision(*a, **kw):
-    """:func:`bench.breadth_models.vision` from seed 0."""
-    torch.manual_seed(0)
-    return vision(*a, **kw)
 
 
 def _mlm_inputs(low=1, batch=2, seq=S, vocab=V):
