@@ -16,10 +16,17 @@ downloaded.  Nothing in fxremat was tuned on them.  Skipped families and why: at
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from .breadth_medium import DECODER, LMK, D, L, S, V  # the sizes of bench.breadth_medium
-from .breadth_models import KW, hf_model, pad_mask
+from . import breadth_more
+from .breadth_medium import (  # the sizes of bench.breadth_medium
+    DECODER,
+    LMK,
+    D,
+    L,
+    S,
+    V,
+)
+from .breadth_models import hf_model, pad_mask
 from .breadth_more import _seeded_lm as _lm
 from .breadth_more import _seeded_vision as _vision
 
@@ -185,24 +192,10 @@ def git(batch=4, seq=64):
 
 
 def owlvit(batch=4, queries=2, seq=16):
-    """OWL-ViT detection: per-patch box head with a grid box bias, class head scoring patches against text queries.
-
-    The loss reads the class logits only (as in bench.breadth_more): the box head, visual projection and logit
-    scale get no gradient."""
-    torch.manual_seed(0)
-    import transformers
-
-    text = dict(vocab_size=V, hidden_size=D, intermediate_size=4 * D, num_hidden_layers=L, num_attention_heads=4,
-                max_position_embeddings=seq, eos_token_id=2)
-    hf = transformers.OwlViTForObjectDetection(transformers.OwlViTConfig(text_config=text, vision_config=_vit(),
-                                                                         projection_dim=D))
-    ids = torch.randint(3, V, (batch * queries, seq))
-    ids[:, -1] = 2
-    inputs = (ids, pad_mask(batch * queries, seq), torch.randn(batch, 3, IMG, IMG))
-    target = torch.zeros(batch, (IMG // 8) ** 2, queries)
-    target[:, ::7, 0] = 1.0
-    return (KW(hf, ("input_ids", "attention_mask", "pixel_values"), "logits"), inputs,
-            lambda o: F.binary_cross_entropy_with_logits(o, target))
+    """OWL-ViT detection (:func:`bench.breadth_more.owlvit`) with both towers at width 128, 4 layers, 128 px
+    images in patches of 8 (the towers of :func:`_vit`)."""
+    return breadth_more.owlvit(batch=batch, queries=queries, seq=seq, image=IMG, vocab=V, width=D, ffn=4 * D,
+                               layers=L, patch=8)
 
 
 def bridgetower(batch=4, seq=64):

@@ -398,21 +398,23 @@ def git(batch=2, seq=16, image=32, vocab=512):
                     pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
-def owlvit(batch=2, queries=2, seq=8, image=32, vocab=512):
-    """OWL-ViT detection: per-patch box head with a grid box bias, class head scoring patches against text queries."""
+def owlvit(batch=2, queries=2, seq=8, image=32, vocab=512, width=64, ffn=128, layers=2, patch=4):
+    """OWL-ViT detection: per-patch box head with a grid box bias, class head scoring patches against text queries.
+
+    The loss reads the class logits only: the box head, visual projection and logit scale get no gradient.
+    Both towers share ``width``, ``ffn`` and ``layers`` (bench.breadth_medium_more builds it larger)."""
     torch.manual_seed(0)
     import transformers
 
-    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                max_position_embeddings=seq, eos_token_id=2)
-    vis = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=image,
-               patch_size=4)
+    tower = dict(hidden_size=width, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=4)
+    text = dict(vocab_size=vocab, **tower, max_position_embeddings=seq, eos_token_id=2)
+    vis = dict(**tower, image_size=image, patch_size=patch)
     hf = transformers.OwlViTForObjectDetection(transformers.OwlViTConfig(text_config=text, vision_config=vis,
-                                                                         projection_dim=64))
+                                                                         projection_dim=width))
     ids = torch.randint(3, vocab, (batch * queries, seq))
     ids[:, -1] = 2
     inputs = (ids, pad_mask(batch * queries, seq), torch.randn(batch, 3, image, image))
-    target = torch.zeros(batch, (image // 4) ** 2, queries)
+    target = torch.zeros(batch, (image // patch) ** 2, queries)
     target[:, ::7, 0] = 1.0
     return (KW(hf, ("input_ids", "attention_mask", "pixel_values"), "logits"), inputs,
             lambda o: F.binary_cross_entropy_with_logits(o, target))

@@ -22,9 +22,9 @@ Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
 well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  Storages that
 every plan saves (values banned from recomputation, and *long-lived* storages read across many
-layers, such as a padding mask, see :func:`_long_lived`; every plan saves them,
-``Linearization.long_lived``) are moved from
-``saved_bytes`` into the ``transient_bytes`` of their own and every later stage, so that the
+layers, such as a padding mask, or computed early and read only late, see :func:`_long_lived`;
+every plan saves them, ``Linearization.long_lived``) are moved from ``saved_bytes`` into the
+``transient_bytes`` of their own and every later stage, so that the
 chain's peak counts them in every segment's backward, not only in the last segment.  A storage that
 crosses several boundaries is pinned or is the crossing storage of a single deduplicated
 boundary, so it never appears twice in one chain.  Each stage's transient holds the gradient of
@@ -103,7 +103,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     born: dict[object, int] = {}
     last_use: dict[object, int] = {}
     readers: dict[object, list[int]] = {}
-    first_read: dict[object, int] = {}  # first reader of its data: not a view of it, not a *_like op
+    first_read: dict[object, int] = {}  # first reader of its data (not a view of it, not a *_like op), or len(forward)
     for k, node in enumerate(forward):
         reads = [pos[u] for u in node.users if u in pos]
         for key in facts[node].storages:
@@ -349,8 +349,7 @@ LONG_LIVED_SPAN = 0.25  # or a storage alive across at least this share of the f
 
 
 def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
-                readers: dict[object, list[int]], length: int,
-                first_read: dict[object, int] | None = None) -> list[set[object]]:
+                readers: dict[object, list[int]], length: int, first_read: dict[object, int]) -> list[set[object]]:
     """Storages read across many layers (an attention mask, rotary tables, an encoder's output
     read by every decoder layer) cross every boundary of the layers they span, so no boundary
     there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
@@ -369,7 +368,7 @@ def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[o
         drop = set(longest[:k])
         bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
         spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS
-                     or _idle_skip(key, born, last_use, first_read or {}, length) for key in drop)
+                     or _idle_skip(key, born, last_use, first_read, length) for key in drop)
         if spread and len(bounds) > best_count:
             options.append(drop)
             best_count = len(bounds)
@@ -383,7 +382,7 @@ def _idle_skip(key: object, born: dict[object, int], last_use: dict[object, int]
     stream value, read at once by its sublayer, is not; a view of it or a ``zeros_like`` reads no
     data)."""
     span = last_use[key] - born[key]
-    return span >= LONG_LIVED_SPAN * length and first_read.get(key, born[key]) - born[key] >= span / 2
+    return span >= LONG_LIVED_SPAN * length and first_read[key] - born[key] >= span / 2
 
 
 _SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty",
