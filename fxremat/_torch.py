@@ -844,3 +844,31 @@ def activation_memory_budget(budget: float | None):
     from torch._functorch import config as functorch_config
 
     return functorch_config.patch(activation_memory_budget=budget)
+
+
+
+def graph_break_reason(gm: fx.GraphModule) -> str | None:
+    """The first line of Dynamo's reason for ending the graph ``gm`` at a graph break (the rest
+    of its frame runs after it, in Python and later graphs); None if it ends otherwise or was not
+    made by Dynamo."""
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is None or not getattr(reason, "graph_break", False):
+        return None
+    lines = str(getattr(reason, "reason", "")).strip().splitlines()
+    return lines[0][:80] if lines else "graph break"
+
+
+def resumed_frame() -> tuple[str, int] | None:
+    """While Dynamo compiles a function it made to resume a frame after a graph break: the name
+    and line of that frame's function where it broke (``forward``, 23); None otherwise."""
+    try:
+        from torch._dynamo.resume_execution import TORCH_DYNAMO_RESUME_IN_PREFIX
+        from torch._guards import TracingContext
+    except ImportError:
+        return None
+    codes = getattr(TracingContext.try_get(), "traced_code", None) or []
+    prefix = TORCH_DYNAMO_RESUME_IN_PREFIX + "_"
+    if not codes or not codes[0].co_name.startswith(prefix):
+        return None
+    name, _, line = codes[0].co_name[len(prefix):].rpartition("_at_")
+    return (name, int(line)) if line.isdigit() else None

@@ -190,10 +190,15 @@ def analyze(
         facts[node] = NodeFacts(role, keys, flops(node) if role is Role.FORWARD else 0.0, ban)
     visible = {key for n in primals if facts[n].role is Role.INPUT for key in facts[n].storages}
     visible.update(key for n in fwd_outputs for key in facts[n].storages)
+    # Eager autograd keeps a storage alive (and its version counter checked) where the backward
+    # reads any tensor in it: the caller cannot edit such a storage before the backward, so any
+    # view of it may be saved; only storages the backward never reads are the caller's to edit.
     read_by_backward = {a for n in backward for a in n.all_input_nodes}
+    kept_by_eager = {key for a in read_by_backward if a in facts for key in facts[a].storages}
     caller_visible = frozenset(
         n for n, f in facts.items()
-        if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward and any(k in visible for k in f.storages)
+        if f.role in (Role.INPUT, Role.FORWARD) and n not in read_by_backward
+        and any(k in visible and k not in kept_by_eager for k in f.storages)
     )
     in_backward = _in_backward_graph(facts)
     fused = _fused_by_inductor(graph, facts, in_backward) if inductor else frozenset()

@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from .fragments import Fragment, fragment_of
 from .options import Options
 from .partitioner import partition
 
@@ -42,14 +43,22 @@ class FxrematPartitioner(_torch.CustomPartitionerFn or object):
     """A partition function object: usable as AOTAutograd's ``partition_fn`` and as Inductor's
     ``custom_partitioner_fn``."""
 
-    def __init__(self, options: Options | None = None):
+    def __init__(self, options: Options | None = None, fragment: Fragment | None = None):
         self.options = options or Options()
+        self.fragment = fragment  # the graph is followed by more of the step's forward (None: not known to be)
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
-        return partition(gm, joint_inputs, options=self.options, **kwargs)
+        return partition(gm, joint_inputs, options=self.options, fragment=self.fragment, **kwargs)
+
+    def for_graph(self, gm: fx.GraphModule) -> "FxrematPartitioner":
+        """The partitioner for the Dynamo graph ``gm``: told where Dynamo says the graph is one of
+        several graphs of the step's forward (:func:`fxremat.fragments.fragment_of`)."""
+        fragment = fragment_of(gm)
+        return self if fragment == self.fragment else FxrematPartitioner(self.options, fragment)
 
     def uuid(self) -> str:
-        return f"fxremat-{_source_hash()}-{self.options.cache_key()}"
+        kind = None if self.fragment is None else self.fragment.inside_forward
+        return f"fxremat-{_source_hash()}-{self.options.cache_key()}-fragment={kind}"
 
     def __repr__(self) -> str:
         return f"FxrematPartitioner({self.options!r})"
@@ -122,12 +131,13 @@ class _Backend:
         self.planned = planned
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+        partitioner = self.partitioner.for_graph(gm) if isinstance(self.partitioner, FxrematPartitioner) else self.partitioner
         if self.compiler == "inductor":
-            return _torch.compile_with_inductor(gm, example_inputs, self.partitioner,
+            return _torch.compile_with_inductor(gm, example_inputs, partitioner,
                                                 reuse_buffers="local" if self.planned else "inductor",
                                                 cpu_layout="planned" if self.planned else "inductor",
                                                 backward_patches=_backward_patches() if self.planned else None)
-        return _torch.compile_without_inductor(gm, example_inputs, self.partitioner)
+        return _torch.compile_without_inductor(gm, example_inputs, partitioner)
 
     def __repr__(self) -> str:
         return f"<torch.compile backend: {self.partitioner!r}, compiler={self.compiler!r}>"

@@ -67,6 +67,7 @@ class Timeline:
     bytes_alive: tuple[int, ...]
     forward_steps: int  # labels[:forward_steps] are forward nodes
     scratch: tuple[int, ...] = ()  # the part of bytes_alive[i] that is in-kernel scratch
+    held_bytes: int = 0  # alive between the forward and the backward: saved values and user outputs
 
     @property
     def peak_bytes(self) -> int:
@@ -351,5 +352,6 @@ def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, induc
     for name, node in saved.items():
         if name not in bw_placeholders:
             replay.release(node)  # returned by the forward but unused by the backward
+    held = replay.alive
     replay.run(bw.graph, held_from_before={n: saved[n] for n in bw_placeholders if n in saved})
-    return Timeline(tuple(replay.labels), tuple(replay.trace), forward_steps, tuple(replay.scratch))
+    return Timeline(tuple(replay.labels), tuple(replay.trace), forward_steps, tuple(replay.scratch), held)

@@ -54,6 +54,7 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
+from .fragments import Fragment
 from .linearize import Linearization, linearize
 from .lowering import (accumulate_into_addend, accumulate_sums_by_addmm, defer_returned_products, deferred_tail, keep_matmuls_in_place,
                        merge_accumulating_puts, split_shared_transcendentals, store_before_recomputation,
@@ -66,6 +67,7 @@ from .saved import close_over_bans, min_cut_hazards
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
 from .solvers.dominant import discount_dominant, spare_dominant
+from .solvers.least_held import least_held
 from .solvers.plan import make_plan
 
 __all__ = ["partition", "PartitionReport", "BudgetError", "last_reports"]
@@ -116,6 +118,7 @@ class PartitionReport:
     # the CPU layout fxremat's backends compile the pair in, where planning chose it (a CPU
     # convolution network: both layouts planned, :func:`_pick_layout`); None: no choice to make
     channels_last: bool | None = None
+    fragment: str | None = None  # why the graph is one of several of the step's forward (None: not known to be)
 
     @property
     def predicted_step_s(self) -> float | None:
@@ -138,6 +141,30 @@ class PartitionReport:
 # BERT s512 98.4 -> 107.9, GPT-2 s512 padded 107.4 -> 103.4): off until the replay explains why.
 REBUILD_NEAR_USE = False
 DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra least-peak candidates
+
+# A graph fragment (followed by more of the step's forward, :mod:`fxremat.fragments`): every byte
+# it holds into its backward (saved values and outputs, the replay's ``held_bytes``) stays alive
+# while the later graphs run, so the step's peak is about the held bytes of the graphs before plus
+# one graph's own peak.  Its plan is the pair of least own peak + weight x held bytes among the
+# pairs whose own peak is at most a slack above the least (its own plans' and min-cut's), by the
+# fragment's kind (``Fragment.inside_forward``):
+# * a piece of a layer (called from a forward that runs in Python, most likely once per layer, or
+#   per expert hit in an MoE loop): weight 2 (its held bytes alive through at least one more graph
+#   like it), slack 0.5 (recomputing all of a layer can cost ~1.4x its least own peak);
+# * a top-level frame broken at a graph break (its rest runs once after it): weight 1, slack 0.25
+#   (before a light loss the held bytes matter little: a synthetic 6-layer transformer broken just
+#   before a 10-class loss measured 12.76 MiB planned alone, 18.38 with the layer pieces' rule).
+# The weights are judgements, not measured optima (docs/design.md, "Graph fragments").
+FRAGMENT_RULES = {True: (2, 0.5), False: (1, 0.25)}  # inside_forward -> (held weight, slack)
+
+
+def fragment_order(fragment: Fragment, least: Timeline) -> Callable[[Timeline], tuple[bool, int, int]]:
+    """Sort key of a fragment's pairs, given the pair of least own peak: pairs within the slack
+    of that peak first, then least own peak + weight x held bytes, then least peak
+    (:data:`FRAGMENT_RULES`)."""
+    weight, slack = FRAGMENT_RULES[fragment.inside_forward]
+    limit = (1 + slack) * least.peak_bytes
+    return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
 
 MAX_REPORTS = 256
 _REPORTS: deque[PartitionReport] = deque(maxlen=MAX_REPORTS)
@@ -163,9 +190,13 @@ def partition(
     num_fwd_outputs: int,
     static_lifetime_input_indices: list[int] | None = None,
     options: Options | None = None,
+    fragment: Fragment | None = None,
     **kwargs: Any,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """AOTAutograd ``partition_fn`` with the signature of ``min_cut_rematerialization_partition``."""
+    """AOTAutograd ``partition_fn`` with the signature of ``min_cut_rematerialization_partition``.
+    ``fragment``: why the graph is one of several graphs of the step's forward
+    (:func:`fxremat.fragments.fragment_of`); then, without a budget, its plan also weighs the bytes
+    it holds into its backward (:func:`fragment_order`)."""
     options = options or Options()
     start = time.perf_counter()
     # Everything AOTAutograd passed; each of torch's partitioners gets the part it accepts
@@ -195,7 +226,7 @@ def partition(
             jgl, sub = replace(jg, channels_last=channels_last), memo.for_layout(channels_last)
             rival = functools.partial(_min_cut_at_fraction, joint_module, joint_inputs, pkw, jgl, options, sub)
             mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
-            planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub))
+            planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
@@ -492,7 +523,7 @@ def _peak_in_deferred_tail(timeline: Timeline, bw: fx.GraphModule) -> bool:
 
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
-          rivals_of: Callable[[Rebuild], list[_Rival]], memo: _Memo):
+          rivals_of: Callable[[Rebuild], list[_Rival]], memo: _Memo, fragment: Fragment | None = None):
     """The pair to run and its report.  ``rivals_of(rebuild)``: min-cut's budget candidates, asked
     for only once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
@@ -590,6 +621,19 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             out.append(evaluate(wide, least_peak_plan(wide.chain), label="reorders"))
         return out
 
+    def fragment_candidates() -> list[_Candidate]:
+        """A fragment's extra pairs: the chain's plans holding the fewest bytes within half its
+        slack and within its slack above the chain's least peak, and the pair that recomputes
+        everything, the last stage too (the chain model never does: a whole graph's backward
+        begins where its forward ends), saving only what must be saved (its report's plan is the
+        chain's nearest, every boundary checkpointed)."""
+        slack, least = FRAGMENT_RULES[fragment.inside_forward][1], solve(lin.chain).peak_bytes
+        out = [evaluate(lin, least_held(lin.chain, int((1 + share * slack) * least))) for share in (0.5, 1.0)]
+        key = ("everything", ())
+        if key not in memo.extracted:
+            memo.extracted[key] = _extract(jg, close_over_bans(jg, []), sym, twins, base_tensors)
+        return out + [_Candidate(lin.chain, make_plan(lin.chain, range(1, lin.chain.n)), *memo.extracted[key])]
+
     def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
         """Of fxremat's candidates at ``fraction`` (met) and min-cut's pairs of the grid, the
         fastest (by the time model) predicted within the fraction's budget, within ``cap`` and no
@@ -632,6 +676,18 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         if not met:  # best effort: everything, including the least-peak plans of budget=None
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
+    fragment_key = None  # with a fragment and no budget: the order of the pairs (fragment_order)
+    if fragment is not None and budget is None:
+        candidates += fragment_candidates()
+        fragment_key = fragment_order(fragment, min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes))
+        least_peak_held = best.timeline.held_bytes
+        best = min(candidates, key=lambda c: fragment_key(c.timeline))
+        log.debug("fxremat: fragment pairs (own peak, held): %s; min-cut's (%s, %s)",
+                  ", ".join(f"({_size(c.timeline.peak_bytes)}, {_size(c.timeline.held_bytes)})" for c in candidates),
+                  _size(mc_timeline.peak_bytes), _size(mc_timeline.held_bytes))
+        log.info("fxremat: a graph fragment (%s): planned for the least own peak + %d x bytes held into its backward: "
+                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, FRAGMENT_RULES[fragment.inside_forward][0],
+                 _size(best.timeline.held_bytes), _size(best.timeline.peak_bytes), _size(least_peak_held))
     if met:
         # A least-peak plan is planned on the whole chain (gradients included), the budget's on the
         # activations alone, so it can replay lower *and* run faster than the plan within the
@@ -672,6 +728,10 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         saved_names = tuple(_torch.saved_names(fw, jg.num_fwd_outputs))
     elif unsafe:
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
+    elif fragment_key is not None:
+        fewer = fragment_key(timeline) < fragment_key(mc_timeline)
+        chosen, reason = ("fxremat", "a graph fragment: lower own peak + held bytes") if fewer else (
+            "min-cut", "a graph fragment: min-cut's own peak + held bytes are not higher")
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
         chosen, reason = "fxremat", "lower predicted peak"
     else:
@@ -679,6 +739,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     report = PartitionReport(
         chosen, reason, chain.n, plan, chain.no_recompute_peak(), timeline, mc_timeline,
         saved_names, sum(chain.forward_cost), 0.0, budget, met, chain, step,
+        fragment=None if fragment is None else fragment.reason,
     )
     if met is False:  # planned: nothing after this can fall back, so this is the graph's one warning
         log.warning(

@@ -101,6 +101,9 @@ class Report:
         mc = r.min_cut.peak_bytes
         nr = r.chain_no_recompute_peak
         out = [f"graph {i + 1} of {len(self.graphs)}: chose {r.chosen} ({r.reason})"]
+        if r.fragment:
+            out.append(f"  {'graph fragment':<18}{r.fragment}; held into the backward {_mib(r.timeline.held_bytes).strip()}"
+                       f" (min-cut's pair: {_mib(r.min_cut.held_bytes).strip()})")
         out.append(f"  {'stages found':<18}{r.stages} ({max(r.stages - 1, 0)} boundaries where the forward can be cut)")
         if r.plan is None:
             out.append(f"  {'checkpoints':<18}none (no plan)")
@@ -341,6 +344,8 @@ def _graph_json(i: int, r: PartitionReport, rep: Report) -> dict[str, Any]:
         "index": i,
         "chosen": r.chosen,
         "reason": r.reason,
+        "fragment": r.fragment,
+        "held_bytes": r.timeline.held_bytes,
         "stages": r.stages,
         "plan": None if r.plan is None else {
             "checkpoints": list(r.plan.checkpoints),

@@ -1,0 +1,155 @@
+"""Graphs that are one of several of the step's forward (graph breaks, layers compiled alone):
+recognised from Dynamo's records and the Python stack, and planned for the bytes they hold into
+their backward, so the step's peak falls where fxremat alone held as much as min-cut."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxremat
+from fxremat.backend import FxrematPartitioner, min_cut_backend
+from fxremat.fragments import Fragment, fragment_of
+from fxremat.options import Options
+from fxremat.profiling import peak_of_training_step
+
+backend_module = importlib.import_module("fxremat.backend")  # the module (fxremat.backend is the default backend)
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, graph_break: bool):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.graph_break = graph_break
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        x = x + self.proj(torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1) @ v)
+        if self.graph_break:  # as an MoE layer's data-dependent expert loop would
+            torch._dynamo.graph_break()
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class Model(nn.Module):
+    def __init__(self, where: str, d: int = 32, layers: int = 4):
+        super().__init__()
+        self.where = where
+        self.emb = nn.Embedding(100, d)
+        self.blocks = nn.ModuleList(Block(d, where == "layer") for _ in range(layers))
+        self.head = nn.Linear(d, 100)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.where == "start":
+            torch._dynamo.graph_break()
+        x = self.emb(ids)
+        for i, block in enumerate(self.blocks):
+            if self.where == "loop" and i == 1:  # Dynamo skips the loop's frame: each block compiles alone
+                torch._dynamo.graph_break()
+            x = block(x)
+        if self.where == "loss":
+            torch._dynamo.graph_break()
+        return nn.functional.cross_entropy(self.head(x).flatten(0, 1), ids.flatten())
+
+
+def _fragments(model: nn.Module, *inputs) -> list[str | None]:
+    """Each graph's fragment reason (None: not a fragment), with " [layer]" where it is a piece of
+    a layer (called from a forward that runs in Python)."""
+    seen: list[str | None] = []
+
+    def backend(gm, example_inputs):
+        f = fragment_of(gm)
+        seen.append(None if f is None else f.reason + (" [layer]" if f.inside_forward else ""))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend)(*inputs)
+    return seen
+
+
+def test_a_whole_forward_is_no_fragment():
+    assert _fragments(Model("none"), torch.randint(0, 100, (2, 16))) == [None]
+
+
+def test_graph_breaks_and_the_parts_after_them_are_fragments():
+    seen = _fragments(Model("layer"), torch.randint(0, 100, (2, 16)))
+    assert seen and all(seen), seen
+    # the part before each break, and the part after it (a function resuming the block's frame,
+    # called from the model's forward): pieces of a layer
+    assert any("graph break" in s for s in seen) and all("Model.forward" in s for s in seen), seen
+    assert all(s.endswith("[layer]") for s in seen), seen
+
+
+def test_a_top_level_frame_broken_before_its_loss_is_a_fragment_once():
+    seen = _fragments(Model("loss"), torch.randint(0, 100, (2, 16)))
+    # the layers' graph ends at the break; the loss's graph (resuming the model's frame) does not
+    assert seen[0] is not None and "graph break" in seen[0] and not seen[0].endswith("[layer]"), seen
+    assert seen[1:] == [None], seen
+
+
+def test_a_frame_resumed_after_a_break_at_its_start_is_no_fragment():
+    # the whole model after the break is one resumed graph, followed by nothing but the backward
+    assert _fragments(Model("start"), torch.randint(0, 100, (2, 16))) == [None]
+
+
+def test_frames_called_from_a_forward_that_runs_in_python_are_fragments():
+    seen = _fragments(Model("loop"), torch.randint(0, 100, (2, 16)))
+    assert seen and all("Model.forward" in s for s in seen), seen
+    # per-layer torch.compile (each block compiled alone, as FSDP2 recipes do)
+    seen = []
+
+    def record(gm, example_inputs):
+        seen.append(fragment_of(gm).reason)
+        return gm.forward
+
+    torch._dynamo.reset()
+    per_layer = Model("none")
+    per_layer.blocks = nn.ModuleList(torch.compile(b, backend=record) for b in per_layer.blocks)
+    per_layer(torch.randint(0, 100, (2, 16)))
+    assert seen and all("Model.forward" in s for s in seen), seen
+
+
+def test_the_cache_identity_tells_fragments_apart():
+    keys = {FxrematPartitioner(Options(), f).uuid()
+            for f in (None, Fragment("a break", inside_forward=False), Fragment("a layer", inside_forward=True))}
+    assert len(keys) == 3
+
+
+@pytest.mark.parametrize("where", ["layer", "loop"])
+def test_fragments_hold_less_and_the_step_peaks_lower(where, monkeypatch):
+    torch.manual_seed(0)
+    model = Model(where, d=64, layers=4)
+    ids = torch.randint(0, 100, (4, 128))
+    loss = lambda out: out  # noqa: E731 - the model returns its loss
+
+    def run(backend):
+        torch._dynamo.reset()
+        fxremat.last_reports(clear=True)
+        compiled = torch.compile(model, backend=backend)
+        model.zero_grad(set_to_none=True)
+        compiled(ids).backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        return peak_of_training_step(compiled, (ids,), loss), grads, fxremat.last_reports()
+
+    model.zero_grad(set_to_none=True)
+    model(ids).backward()
+    eager = [p.grad.clone() for p in model.parameters()]
+    planned, grads, reports = run(fxremat.make_backend(compiler="eager"))
+    min_cut, _, _ = run(min_cut_backend(compiler="eager"))
+    monkeypatch.setattr(backend_module, "fragment_of", lambda gm: None)
+    alone, _, alone_reports = run(fxremat.make_backend(compiler="eager"))
+
+    assert reports and all(r.fragment for r in reports)
+    assert not any(r.fragment for r in alone_reports)
+    for a, b in zip(grads, eager):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    # Each fragment holds no more into its backward than its own least-peak plan does, and the
+    # step, where every later graph runs above those bytes, peaks lower than both min-cut's
+    # and the plans made as if each graph were the whole step.
+    for r, a in zip(reports, alone_reports):
+        assert r.timeline.held_bytes <= a.timeline.held_bytes
+    assert planned < alone <= min_cut
