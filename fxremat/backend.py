@@ -50,14 +50,14 @@ class FxrematPartitioner(_torch.CustomPartitionerFn or object):
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
         return partition(gm, joint_inputs, options=self.options, fragment=self.fragment, **kwargs)
 
-    def for_graph(self, gm: fx.GraphModule) -> "FxrematPartitioner":
-        """The partitioner for the Dynamo graph ``gm``: told where Dynamo says the graph is one of
-        several graphs of the step's forward (:func:`fxremat.fragments.fragment_of`)."""
-        fragment = fragment_of(gm)
+    def for_graph(self, gm: fx.GraphModule, example_inputs: list[Any]) -> "FxrematPartitioner":
+        """The partitioner for the Dynamo graph ``gm``: told whether the graph is followed by more
+        of the step's forward (:func:`fxremat.fragments.fragment_of`)."""
+        fragment = fragment_of(gm, example_inputs)
         return self if fragment == self.fragment else FxrematPartitioner(self.options, fragment)
 
     def uuid(self) -> str:
-        kind = None if self.fragment is None else self.fragment.inside_forward
+        kind = None if self.fragment is None else self.fragment.layer_piece
         return f"fxremat-{_source_hash()}-{self.options.cache_key()}-fragment={kind}"
 
     def __repr__(self) -> str:
@@ -131,7 +131,9 @@ class _Backend:
         self.planned = planned
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
-        partitioner = self.partitioner.for_graph(gm) if isinstance(self.partitioner, FxrematPartitioner) else self.partitioner
+        partitioner = self.partitioner
+        if isinstance(partitioner, FxrematPartitioner):
+            partitioner = partitioner.for_graph(gm, example_inputs)
         if self.compiler == "inductor":
             return _torch.compile_with_inductor(gm, example_inputs, partitioner,
                                                 reuse_buffers="local" if self.planned else "inductor",

@@ -15,6 +15,10 @@ Two ways a graph is followed by more of the forward:
   resuming it), or the user compiled only the blocks (per-layer ``torch.compile``, as FSDP2
   recipes do).  The frame a resume function continues is not counted: a frame broken near its
   start runs its whole rest as one resumed graph, followed by nothing.
+
+A fragment is a *layer piece* (most likely called once per layer) where it is called from such a
+forward and holds under :data:`LAYER_PIECE_SHARE` of the outermost one's parameters; otherwise it
+is a large part of the model, whose rest runs once after it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 import torch
 import torch.fx as fx
@@ -33,34 +38,55 @@ __all__ = ["Fragment", "fragment_of"]
 _SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
 
 
+# A fragment whose parameters are under this share of the outermost Python forward's module's is a
+# piece of a layer (most likely called once per layer); above it, a large part of the model (HF
+# WavLM's whole transformer encoder, called from the CTC model's forward), followed by little.
+LAYER_PIECE_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class Fragment:
     """A graph followed by more of the step's forward."""
 
     reason: str
-    # called from a module's forward that runs in Python: a piece of a layer or block, which that
-    # forward most likely calls once per layer (False: a top-level frame broken at a graph break,
-    # whose rest runs once after it)
-    inside_forward: bool
+    # a piece of a layer: called from a module's forward that runs in Python, with under
+    # LAYER_PIECE_SHARE of the outermost such module's parameters, so most likely called once per
+    # layer (per expert hit in an MoE loop).  False: a large part of the model (a top-level frame
+    # broken at a graph break, or most of the model called from a wrapper's forward), whose rest
+    # runs once after it
+    layer_piece: bool
 
     def __str__(self) -> str:
         return self.reason
 
 
-def fragment_of(gm: fx.GraphModule) -> Fragment | None:
-    """Whether, and why, the Dynamo graph ``gm`` (being compiled by a backend now) is followed by
-    more of the step's forward; None where nothing says so."""
-    inside = _inside_python_forward(_torch.resumed_frame())
+def fragment_of(gm: fx.GraphModule, example_inputs: Sequence[Any] = ()) -> Fragment | None:
+    """Whether, and why, the Dynamo graph ``gm`` (being compiled by a backend now, with
+    ``example_inputs``, which hold its parameters) is followed by more of the step's forward;
+    None where nothing says so."""
+    inside = _python_forwards(_torch.resumed_frame())
+    piece, where = False, ""
+    if inside:
+        owned = _parameter_bytes(inside[-1].parameters())
+        share = _parameter_bytes(t for t in example_inputs if isinstance(t, torch.nn.Parameter)) / owned if owned else 1.0
+        piece = share < LAYER_PIECE_SHARE
+        where = (f"it runs inside {type(inside[0]).__name__}.forward, which runs in Python (its parameters: "
+                 f"{share:.0%} of {type(inside[-1]).__name__}'s)")
     reason = _torch.graph_break_reason(gm)
     if reason is not None:
-        where = f"; {inside}" if inside else ""
-        return Fragment(f"it ends at a graph break: {reason}{where}", inside is not None)
-    return Fragment(inside, True) if inside is not None else None
+        return Fragment(f"it ends at a graph break: {reason}" + (f"; {where}" if where else ""), piece)
+    return Fragment(where, piece) if inside else None
 
 
-def _inside_python_forward(resumed: tuple[str, int] | None) -> str | None:
-    """The first module ``forward``, outside torch and fxremat, on the Python stack, but for the
-    frame the graph's resume function continues (``resumed``: its function's name and line)."""
+def _parameter_bytes(params: Iterable[torch.Tensor]) -> int:
+    return sum(p.numel() * p.element_size() for p in {id(p): p for p in params}.values())
+
+
+def _python_forwards(resumed: tuple[str, int] | None) -> list[torch.nn.Module]:
+    """The modules whose ``forward`` (outside torch and fxremat) is on the Python stack, innermost
+    first, but for the frame the graph's resume function continues (``resumed``: its function's
+    name and line): they run in Python and called the compiled code."""
+    out: list[torch.nn.Module] = []
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -70,6 +96,6 @@ def _inside_python_forward(resumed: tuple[str, int] | None) -> str | None:
             elif code.co_name == "forward" and code.co_argcount:
                 owner = frame.f_locals.get(code.co_varnames[0])
                 if isinstance(owner, torch.nn.Module):
-                    return f"it runs inside {type(owner).__name__}.forward, which runs in Python"
+                    out.append(owner)
         frame = frame.f_back
-    return None
+    return out

@@ -147,22 +147,24 @@ DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra 
 # while the later graphs run, so the step's peak is about the held bytes of the graphs before plus
 # one graph's own peak.  Its plan is the pair of least own peak + weight x held bytes among the
 # pairs whose own peak is at most a slack above the least (its own plans' and min-cut's), by the
-# fragment's kind (``Fragment.inside_forward``):
+# fragment's kind (``Fragment.layer_piece``):
 # * a piece of a layer (called from a forward that runs in Python, most likely once per layer, or
 #   per expert hit in an MoE loop): weight 2 (its held bytes alive through at least one more graph
 #   like it), slack 0.5 (recomputing all of a layer can cost ~1.4x its least own peak);
-# * a top-level frame broken at a graph break (its rest runs once after it): weight 1, slack 0.25
+# * a large part of the model (a top-level frame broken at a graph break, or most of the model's
+#   parameters called from a wrapper's forward: its rest runs once after it): weight 1, slack 0.25
 #   (before a light loss the held bytes matter little: a synthetic 6-layer transformer broken just
-#   before a 10-class loss measured 12.76 MiB planned alone, 18.38 with the layer pieces' rule).
+#   before a 10-class loss measured 12.76 MiB planned alone, 18.38 with the layer pieces' rule;
+#   HF WavLM's encoder, called from the CTC model's forward, 39.6 and 40.5 through Inductor).
 # The weights are judgements, not measured optima (docs/design.md, "Graph fragments").
-FRAGMENT_RULES = {True: (2, 0.5), False: (1, 0.25)}  # inside_forward -> (held weight, slack)
+FRAGMENT_RULES = {True: (2, 0.5), False: (1, 0.25)}  # Fragment.layer_piece -> (held weight, slack)
 
 
 def fragment_order(fragment: Fragment, least: Timeline) -> Callable[[Timeline], tuple[bool, int, int]]:
     """Sort key of a fragment's pairs, given the pair of least own peak: pairs within the slack
     of that peak first, then least own peak + weight x held bytes, then least peak
     (:data:`FRAGMENT_RULES`)."""
-    weight, slack = FRAGMENT_RULES[fragment.inside_forward]
+    weight, slack = FRAGMENT_RULES[fragment.layer_piece]
     limit = (1 + slack) * least.peak_bytes
     return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
 
@@ -627,7 +629,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         everything, the last stage too (the chain model never does: a whole graph's backward
         begins where its forward ends), saving only what must be saved (its report's plan is the
         chain's nearest, every boundary checkpointed)."""
-        slack, least = FRAGMENT_RULES[fragment.inside_forward][1], solve(lin.chain).peak_bytes
+        slack, least = FRAGMENT_RULES[fragment.layer_piece][1], solve(lin.chain).peak_bytes
         out = [evaluate(lin, least_held(lin.chain, int((1 + share * slack) * least))) for share in (0.5, 1.0)]
         key = ("everything", ())
         if key not in memo.extracted:
@@ -686,7 +688,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
                   ", ".join(f"({_size(c.timeline.peak_bytes)}, {_size(c.timeline.held_bytes)})" for c in candidates),
                   _size(mc_timeline.peak_bytes), _size(mc_timeline.held_bytes))
         log.info("fxremat: a graph fragment (%s): planned for the least own peak + %d x bytes held into its backward: "
-                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, FRAGMENT_RULES[fragment.inside_forward][0],
+                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, FRAGMENT_RULES[fragment.layer_piece][0],
                  _size(best.timeline.held_bytes), _size(best.timeline.peak_bytes), _size(least_peak_held))
     if met:
         # A least-peak plan is planned on the whole chain (gradients included), the budget's on the

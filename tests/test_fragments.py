@@ -62,8 +62,8 @@ def _fragments(model: nn.Module, *inputs) -> list[str | None]:
     seen: list[str | None] = []
 
     def backend(gm, example_inputs):
-        f = fragment_of(gm)
-        seen.append(None if f is None else f.reason + (" [layer]" if f.inside_forward else ""))
+        f = fragment_of(gm, example_inputs)
+        seen.append(None if f is None else f.reason + (" [layer]" if f.layer_piece else ""))
         return gm.forward
 
     torch._dynamo.reset()
@@ -103,7 +103,7 @@ def test_frames_called_from_a_forward_that_runs_in_python_are_fragments():
     seen = []
 
     def record(gm, example_inputs):
-        seen.append(fragment_of(gm).reason)
+        seen.append(fragment_of(gm, example_inputs).reason)
         return gm.forward
 
     torch._dynamo.reset()
@@ -113,9 +113,33 @@ def test_frames_called_from_a_forward_that_runs_in_python_are_fragments():
     assert seen and all("Model.forward" in s for s in seen), seen
 
 
+def test_most_of_the_model_called_from_a_wrapper_is_no_layer_piece():
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Model("none")
+            self.scale = nn.Parameter(torch.ones(()))
+
+        def forward(self, ids):
+            return self.inner(ids) * self.scale  # runs in Python; only the inner model is compiled
+
+    seen = []
+
+    def record(gm, example_inputs):
+        f = fragment_of(gm, example_inputs)
+        seen.append((f.reason, f.layer_piece))
+        return gm.forward
+
+    torch._dynamo.reset()
+    wrapper = Wrapper()
+    wrapper.inner = torch.compile(wrapper.inner, backend=record)
+    wrapper(torch.randint(0, 100, (2, 16)))
+    assert len(seen) == 1 and "Wrapper.forward" in seen[0][0] and seen[0][1] is False, seen
+
+
 def test_the_cache_identity_tells_fragments_apart():
     keys = {FxrematPartitioner(Options(), f).uuid()
-            for f in (None, Fragment("a break", inside_forward=False), Fragment("a layer", inside_forward=True))}
+            for f in (None, Fragment("a break", layer_piece=False), Fragment("a layer", layer_piece=True))}
     assert len(keys) == 3
 
 
@@ -140,7 +164,7 @@ def test_fragments_hold_less_and_the_step_peaks_lower(where, monkeypatch):
     eager = [p.grad.clone() for p in model.parameters()]
     planned, grads, reports = run(fxremat.make_backend(compiler="eager"))
     min_cut, _, _ = run(min_cut_backend(compiler="eager"))
-    monkeypatch.setattr(backend_module, "fragment_of", lambda gm: None)
+    monkeypatch.setattr(backend_module, "fragment_of", lambda gm, example_inputs: None)
     alone, _, alone_reports = run(fxremat.make_backend(compiler="eager"))
 
     assert reports and all(r.fragment for r in reports)
