@@ -63,7 +63,7 @@ from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
-from .saved import close_over_bans, min_cut_hazards
+from .saved import close_over_bans, min_cut_hazards, private_copies
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
 from .solvers.dominant import discount_dominant, spare_dominant
@@ -230,6 +230,8 @@ def partition(
             mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
+        if fragment is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
+            fw, bw, report = _with_private_copies(jg, (fw, bw, report), options, mc_fw, unsafe, memo.key, fragment)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -257,6 +259,38 @@ def partition(
     if report.channels_last is not None:
         fw.meta[_torch.CPU_LAYOUT_MARK] = report.channels_last  # read when the pair is compiled
     return fw, bw
+
+
+def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.GraphModule, PartitionReport],
+                         options: Options, mc_fw: fx.GraphModule, unsafe: list[str], key: tuple, fragment: Fragment
+                         ) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
+    """A fragment's plan, or its plan on the joint graph whose forward reads private copies of the
+    caller-visible inputs a recomputation would start from (:func:`~fxremat.saved.private_copies`),
+    whichever :func:`fragment_order` puts first."""
+    try:
+        copies = private_copies(jg)
+        if copies is None:
+            return planned
+        joint, names = copies
+        jg2 = replace(analyze(joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=_static_indices(jg),
+                              inductor=jg.inductor), channels_last=jg.channels_last)
+        other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], _Memo(key), fragment)
+    except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
+        log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
+        return planned
+    ours = planned[2].timeline
+    order = fragment_order(fragment, min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes))
+    if order(other[2].timeline) < order(ours):
+        log.info("fxremat: a graph fragment's plan reads private copies of %s (caller-visible inputs): %s held, "
+                 "%s own peak, against %s and %s", ", ".join(names), _size(other[2].timeline.held_bytes),
+                 _size(other[2].timeline.peak_bytes), _size(ours.held_bytes), _size(ours.peak_bytes))
+        return other
+    return planned
+
+
+def _static_indices(jg: JointGraph) -> list[int]:
+    return [i for i, p in enumerate(n for n in jg.module.graph.nodes if n.op == "placeholder" and _torch.is_primal(n))
+            if p in jg.static_inputs]
 
 
 # A CPU convolution network is planned in both layouts and runs in its default one (channels-last

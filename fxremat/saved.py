@@ -13,18 +13,22 @@ Invariants, after :func:`close_over_bans`:
 * every other input that the backward or its recomputation reads is saved (parameters and
   inputs are held anyway, so that costs nothing).
 * with ``redraw=False`` no random op is recomputed either: its values are saved.
+
+:func:`private_copies` offers the alternative for caller-visible inputs: the forward reads a
+clone of the input, which the backward's recomputation may read (the caller's edits never reach it).
 """
 
 from __future__ import annotations
 
 import logging
 
+import torch
 import torch.fx as fx
 
 from . import _torch
 from .analysis import JointGraph, Role
 
-__all__ = ["close_over_bans", "min_cut_hazards"]
+__all__ = ["close_over_bans", "min_cut_hazards", "private_copies"]
 
 log = logging.getLogger("fxremat")
 
@@ -148,3 +152,32 @@ def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph
         if joint_node in exposed:
             out.append(f"would save caller-visible {value.name} (eager does not keep it)")
     return out
+
+
+def private_copies(jg: JointGraph) -> tuple[fx.GraphModule, list[str]] | None:
+    """A copy of ``jg``'s joint graph in which the forward reads every caller-visible input a
+    recomputation would start from through a private clone of it (with the inputs' names; None
+    if there is none).  Where such an input blocks recomputation, the saved set otherwise holds
+    the values computed from it (an additive attention mask passed to each layer: the masked
+    scores, heads x batch x the mask's bytes); the clone is immune to the caller's edits, as
+    eager's backward is (it never reads the input), and costs the input's bytes.  Values and
+    gradients are unchanged: the clone equals the input, and no backward node reads the input
+    (else it would not be caller-visible)."""
+    walk = _walk(jg, {}, {n: i for i, n in enumerate(jg.module.graph.nodes)}, redraw=True)
+    blocked = [p for p in jg.primals if p in walk.blocked and jg.facts[p].role is Role.INPUT]
+    if not blocked:
+        return None
+    joint = _torch.copy_joint(jg.module)
+    by_name = {n.name: n for n in joint.graph.nodes}
+    forward = {by_name[n.name] for n in jg.forward}
+    last_placeholder = [n for n in joint.graph.nodes if n.op == "placeholder"][-1]
+    for p in blocked:
+        node = by_name[p.name]
+        readers = [u for u in node.users if u in forward]
+        with joint.graph.inserting_after(last_placeholder):
+            clone = joint.graph.call_function(torch.ops.aten.clone.default, (node,))
+        clone.meta["val"] = node.meta["val"].clone()
+        for u in readers:
+            u.replace_input_with(node, clone)
+    joint.recompile()
+    return joint, [p.name for p in blocked]
