@@ -4,7 +4,8 @@ Invariant: :func:`fragment_of` names a reason only from what is observable when 
 compiled (Dynamo's records, and the Python frames that called the compiled code); it never guesses
 from the graph's contents.  A graph it names is followed, before its backward, by other work of
 the forward (Python and other graphs) that runs above everything the graph saved; the partitioner
-then weighs those bytes (:func:`fxremat.partitioner.fragment_order`).
+weighs those bytes for a layer piece (:func:`fxremat.partitioner.fragment_order`) and plans any
+other fragment as a whole graph.
 
 Two ways a graph is followed by more of the forward:
 

@@ -142,31 +142,33 @@ class PartitionReport:
 REBUILD_NEAR_USE = False
 DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra least-peak candidates
 
-# A graph fragment (followed by more of the step's forward, :mod:`fxremat.fragments`): every byte
-# it holds into its backward (saved values and outputs, the replay's ``held_bytes``) stays alive
-# while the later graphs run, so the step's peak is about the held bytes of the graphs before plus
-# one graph's own peak.  Its plan is the pair of least own peak + weight x held bytes among the
-# pairs whose own peak is at most a slack above the least (its own plans' and min-cut's), by the
-# fragment's kind (``Fragment.layer_piece``):
-# * a piece of a layer (called from a forward that runs in Python, most likely once per layer, or
-#   per expert hit in an MoE loop): weight 2 (its held bytes alive through at least one more graph
-#   like it), slack 0.5 (recomputing all of a layer can cost ~1.4x its least own peak);
-# * a large part of the model (a top-level frame broken at a graph break, or most of the model's
-#   parameters called from a wrapper's forward: its rest runs once after it): weight 1, slack 0.25
-#   (before a light loss the held bytes matter little: a synthetic 6-layer transformer broken just
-#   before a 10-class loss measured 12.76 MiB planned alone, 18.38 with the layer pieces' rule;
-#   HF WavLM's encoder, called from the CTC model's forward, 39.6 and 40.5 through Inductor).
-# The weights are judgements, not measured optima (docs/design.md, "Graph fragments").
-FRAGMENT_RULES = {True: (2, 0.5), False: (1, 0.25)}  # Fragment.layer_piece -> (held weight, slack)
+# A layer piece (a graph fragment called from a forward that runs in Python with under half of
+# the model's parameters, :mod:`fxremat.fragments`: most likely called once per layer, or per
+# expert hit in an MoE loop): every byte it holds into its backward (saved values and outputs, the
+# replay's ``held_bytes``) stays alive while the later graphs run, so the step's peak is about the
+# held bytes of the graphs before plus one graph's own peak.  Its plan is the pair of least own
+# peak + FRAGMENT_HELD_WEIGHT x held bytes among the pairs whose own peak is at most
+# FRAGMENT_SLACK above the least (its own plans' and min-cut's).  The weight counts held bytes as
+# alive through at least one more graph like this one: a judgement, not a measured optimum
+# (docs/design.md, "Graph fragments"); recomputing all of a layer can cost ~1.4x its least own
+# peak, hence the slack.  A fragment that is a large part of the model (a top-level frame broken
+# at a graph break, most of the model called from a wrapper's forward) is planned as a whole
+# graph: its rest runs once, and weighing its held bytes (weight 1, slack 0.25) lost where that
+# rest is light (a synthetic 6-layer transformer broken before a 10-class loss, through Inductor:
+# 14.75 MiB against 12.84 planned as a whole; HF WavLM's encoder called from the CTC model's
+# forward, weight 2: 40.50 against 39.61) and gained little where it is heavy (before a
+# 1000-class loss: 15.24 against 15.48).
+FRAGMENT_HELD_WEIGHT = 2
+FRAGMENT_SLACK = 0.5
 
 
-def fragment_order(fragment: Fragment, least: Timeline) -> Callable[[Timeline], tuple[bool, int, int]]:
-    """Sort key of a fragment's pairs, given the pair of least own peak: pairs within the slack
-    of that peak first, then least own peak + weight x held bytes, then least peak
-    (:data:`FRAGMENT_RULES`)."""
-    weight, slack = FRAGMENT_RULES[fragment.layer_piece]
-    limit = (1 + slack) * least.peak_bytes
-    return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
+def fragment_order(least: Timeline) -> Callable[[Timeline], tuple[bool, int, int]]:
+    """Sort key of a layer piece's pairs, given the pair of least own peak: pairs within
+    :data:`FRAGMENT_SLACK` of that peak first, then least own peak + :data:`FRAGMENT_HELD_WEIGHT` x
+    held bytes, then least peak."""
+    limit = (1 + FRAGMENT_SLACK) * least.peak_bytes
+    return lambda t: (t.peak_bytes > limit, t.peak_bytes + FRAGMENT_HELD_WEIGHT * t.held_bytes, t.peak_bytes)
+
 
 MAX_REPORTS = 256
 _REPORTS: deque[PartitionReport] = deque(maxlen=MAX_REPORTS)
@@ -196,9 +198,9 @@ def partition(
     **kwargs: Any,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """AOTAutograd ``partition_fn`` with the signature of ``min_cut_rematerialization_partition``.
-    ``fragment``: why the graph is one of several graphs of the step's forward
-    (:func:`fxremat.fragments.fragment_of`); then, without a budget, its plan also weighs the bytes
-    it holds into its backward (:func:`fragment_order`)."""
+    ``fragment``: whether and why the graph is followed by more of the step's forward
+    (:func:`fxremat.fragments.fragment_of`); a layer piece, without a budget, is planned for its
+    own peak and the bytes it holds into its backward (:func:`fragment_order`)."""
     options = options or Options()
     start = time.perf_counter()
     # Everything AOTAutograd passed; each of torch's partitioners gets the part it accepts
@@ -230,7 +232,7 @@ def partition(
             mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
-        if fragment is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
+        if fragment is not None and fragment.layer_piece and options.memory_budget is None and len(jg.cpu_layouts) == 1:
             fw, bw, report = _with_private_copies(jg, (fw, bw, report), options, mc_fw, unsafe, memo.key, fragment)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
@@ -264,7 +266,7 @@ def partition(
 def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.GraphModule, PartitionReport],
                          options: Options, mc_fw: fx.GraphModule, unsafe: list[str], key: tuple, fragment: Fragment
                          ) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
-    """A fragment's plan, or its plan on the joint graph whose forward reads private copies of the
+    """A layer piece's plan, or its plan on the joint graph whose forward reads private copies of the
     caller-visible inputs a recomputation would start from (:func:`~fxremat.saved.private_copies`),
     whichever :func:`fragment_order` puts first."""
     try:
@@ -279,9 +281,9 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
         return planned
     ours = planned[2].timeline
-    order = fragment_order(fragment, min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes))
+    order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes))
     if order(other[2].timeline) < order(ours):
-        log.info("fxremat: a graph fragment's plan reads private copies of %s (caller-visible inputs): %s held, "
+        log.info("fxremat: a layer piece's plan reads private copies of %s (caller-visible inputs): %s held, "
                  "%s own peak, against %s and %s", ", ".join(names), _size(other[2].timeline.held_bytes),
                  _size(other[2].timeline.peak_bytes), _size(ours.held_bytes), _size(ours.peak_bytes))
         return other
@@ -663,8 +665,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         everything, the last stage too (the chain model never does: a whole graph's backward
         begins where its forward ends), saving only what must be saved (its report's plan is the
         chain's nearest, every boundary checkpointed)."""
-        slack, least = FRAGMENT_RULES[fragment.layer_piece][1], solve(lin.chain).peak_bytes
-        out = [evaluate(lin, least_held(lin.chain, int((1 + share * slack) * least))) for share in (0.5, 1.0)]
+        least = solve(lin.chain).peak_bytes
+        out = [evaluate(lin, least_held(lin.chain, int((1 + share * FRAGMENT_SLACK) * least))) for share in (0.5, 1.0)]
         key = ("everything", ())
         if key not in memo.extracted:
             memo.extracted[key] = _extract(jg, close_over_bans(jg, []), sym, twins, base_tensors)
@@ -713,16 +715,16 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     fragment_key = None  # with a fragment and no budget: the order of the pairs (fragment_order)
-    if fragment is not None and budget is None:
+    if fragment is not None and fragment.layer_piece and budget is None:
         candidates += fragment_candidates()
-        fragment_key = fragment_order(fragment, min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes))
+        fragment_key = fragment_order(min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes))
         least_peak_held = best.timeline.held_bytes
         best = min(candidates, key=lambda c: fragment_key(c.timeline))
         log.debug("fxremat: fragment pairs (own peak, held): %s; min-cut's (%s, %s)",
                   ", ".join(f"({_size(c.timeline.peak_bytes)}, {_size(c.timeline.held_bytes)})" for c in candidates),
                   _size(mc_timeline.peak_bytes), _size(mc_timeline.held_bytes))
-        log.info("fxremat: a graph fragment (%s): planned for the least own peak + %d x bytes held into its backward: "
-                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, FRAGMENT_RULES[fragment.layer_piece][0],
+        log.info("fxremat: a layer piece (%s): planned for the least own peak + %d x bytes held into its backward: "
+                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, FRAGMENT_HELD_WEIGHT,
                  _size(best.timeline.held_bytes), _size(best.timeline.peak_bytes), _size(least_peak_held))
     if met:
         # A least-peak plan is planned on the whole chain (gradients included), the budget's on the
@@ -766,8 +768,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
     elif fragment_key is not None:
         fewer = fragment_key(timeline) < fragment_key(mc_timeline)
-        chosen, reason = ("fxremat", "a graph fragment: lower own peak + held bytes") if fewer else (
-            "min-cut", "a graph fragment: min-cut's own peak + held bytes are not higher")
+        chosen, reason = ("fxremat", "a layer piece: lower own peak + 2 x held bytes") if fewer else (
+            "min-cut", "a layer piece: min-cut's own peak + 2 x held bytes are not higher")
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
         chosen, reason = "fxremat", "lower predicted peak"
     else:
