@@ -152,22 +152,31 @@ DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra 
 # alive through at least one more graph like this one: a judgement, not a measured optimum
 # (docs/design.md, "Graph fragments"); recomputing all of a layer can cost ~1.4x its least own
 # peak, hence the slack.  A fragment that is a large part of the model (a top-level frame broken
-# at a graph break, most of the model called from a wrapper's forward) is planned as a whole
-# graph: its rest runs once, and weighing its held bytes (weight 1, slack 0.25) lost where that
-# rest is light (a synthetic 6-layer transformer broken before a 10-class loss, through Inductor:
-# 14.75 MiB against 12.84 planned as a whole; HF WavLM's encoder called from the CTC model's
-# forward, weight 2: 40.50 against 39.61) and gained little where it is heavy (before a
-# 1000-class loss: 15.24 against 15.48).
+# at a graph break, most of the model called from a wrapper's forward) runs once, followed once by
+# the rest: LARGE_PART_RULE weighs its held bytes once, within 1.25x its least own peak.  Measured
+# through Inductor (2026-12-06): HF ProphetNet 62.1 MiB against 86.3 planned as a whole graph, HF
+# WavLM 40.5 against 39.6, a synthetic 6-layer transformer broken before a 1000-class loss 15.2
+# against 15.5 and before a 10-class loss 14.8 against 12.8 (where the rest is light, the held
+# bytes matter little and the cap bounds the loss).
 FRAGMENT_HELD_WEIGHT = 2
 FRAGMENT_SLACK = 0.5
+LARGE_PART_RULE: tuple[int, float] | None = (1, 0.25)  # (weight, slack) for a fragment that is no layer piece
 
 
-def fragment_order(least: Timeline) -> Callable[[Timeline], tuple[bool, int, int]]:
+def _rule(fragment: Fragment | None) -> tuple[int, float] | None:
+    if fragment is None:
+        return None
+    return (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK) if fragment.layer_piece else LARGE_PART_RULE
+
+
+def fragment_order(least: Timeline, rule: tuple[int, float] = (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK)
+                   ) -> Callable[[Timeline], tuple[bool, int, int]]:
     """Sort key of a layer piece's pairs, given the pair of least own peak: pairs within
     :data:`FRAGMENT_SLACK` of that peak first, then least own peak + :data:`FRAGMENT_HELD_WEIGHT` x
-    held bytes, then least peak."""
-    limit = (1 + FRAGMENT_SLACK) * least.peak_bytes
-    return lambda t: (t.peak_bytes > limit, t.peak_bytes + FRAGMENT_HELD_WEIGHT * t.held_bytes, t.peak_bytes)
+    held bytes, then least peak (``rule``: another weight and slack)."""
+    weight, slack = rule
+    limit = (1 + slack) * least.peak_bytes
+    return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
 
 
 MAX_REPORTS = 256
@@ -232,7 +241,7 @@ def partition(
             mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
-        if fragment is not None and fragment.layer_piece and options.memory_budget is None and len(jg.cpu_layouts) == 1:
+        if _rule(fragment) is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
             fw, bw, report = _with_private_copies(jg, (fw, bw, report), options, mc_fw, unsafe, memo.key, fragment)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
@@ -281,7 +290,7 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
         return planned
     ours = planned[2].timeline
-    order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes))
+    order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes), _rule(fragment))
     if order(other[2].timeline) < order(ours):
         log.info("fxremat: a layer piece's plan reads private copies of %s (caller-visible inputs): %s held, "
                  "%s own peak, against %s and %s", ", ".join(names), _size(other[2].timeline.held_bytes),
@@ -666,7 +675,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         begins where its forward ends), saving only what must be saved (its report's plan is the
         chain's nearest, every boundary checkpointed)."""
         least = solve(lin.chain).peak_bytes
-        out = [evaluate(lin, least_held(lin.chain, int((1 + share * FRAGMENT_SLACK) * least))) for share in (0.5, 1.0)]
+        slack = _rule(fragment)[1]
+        out = [evaluate(lin, least_held(lin.chain, int((1 + share * slack) * least))) for share in (0.5, 1.0)]
         key = ("everything", ())
         if key not in memo.extracted:
             memo.extracted[key] = _extract(jg, close_over_bans(jg, []), sym, twins, base_tensors)
@@ -715,16 +725,17 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     fragment_key = None  # with a fragment and no budget: the order of the pairs (fragment_order)
-    if fragment is not None and fragment.layer_piece and budget is None:
+    if _rule(fragment) is not None and budget is None:
         candidates += fragment_candidates()
-        fragment_key = fragment_order(min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes))
+        fragment_key = fragment_order(min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes),
+                                      _rule(fragment))
         least_peak_held = best.timeline.held_bytes
         best = min(candidates, key=lambda c: fragment_key(c.timeline))
         log.debug("fxremat: fragment pairs (own peak, held): %s; min-cut's (%s, %s)",
                   ", ".join(f"({_size(c.timeline.peak_bytes)}, {_size(c.timeline.held_bytes)})" for c in candidates),
                   _size(mc_timeline.peak_bytes), _size(mc_timeline.held_bytes))
         log.info("fxremat: a layer piece (%s): planned for the least own peak + %d x bytes held into its backward: "
-                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, FRAGMENT_HELD_WEIGHT,
+                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, _rule(fragment)[0],
                  _size(best.timeline.held_bytes), _size(best.timeline.peak_bytes), _size(least_peak_held))
     if met:
         # A least-peak plan is planned on the whole chain (gradients included), the budget's on the
