@@ -69,7 +69,8 @@ def fragment_of(gm: fx.GraphModule, example_inputs: Sequence[Any] = ()) -> Fragm
     piece, where = False, ""
     if inside:
         owned = _parameter_bytes(inside[-1].parameters())
-        share = _parameter_bytes(t for t in example_inputs if isinstance(t, torch.nn.Parameter)) / owned if owned else 1.0
+        params = [*(t for t in example_inputs if isinstance(t, torch.nn.Parameter)), *gm.parameters()]
+        share = _parameter_bytes(params) / owned if owned else 1.0
         piece = share < LAYER_PIECE_SHARE
         where = (f"it runs inside {type(inside[0]).__name__}.forward, which runs in Python (its parameters: "
                  f"{share:.0%} of {type(inside[-1]).__name__}'s)")
