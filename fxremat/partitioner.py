@@ -164,6 +164,7 @@ LARGE_PART_RULE: tuple[int, float] | None = (1, 0.25)  # (weight, slack) for a f
 
 
 def _rule(fragment: Fragment | None) -> tuple[int, float] | None:
+    """(held weight, slack) of a fragment's plan; None: planned as a whole graph."""
     if fragment is None:
         return None
     return (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK) if fragment.layer_piece else LARGE_PART_RULE
@@ -208,8 +209,8 @@ def partition(
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """AOTAutograd ``partition_fn`` with the signature of ``min_cut_rematerialization_partition``.
     ``fragment``: whether and why the graph is followed by more of the step's forward
-    (:func:`fxremat.fragments.fragment_of`); a layer piece, without a budget, is planned for its
-    own peak and the bytes it holds into its backward (:func:`fragment_order`)."""
+    (:func:`fxremat.fragments.fragment_of`); a fragment, without a budget, is planned for its own
+    peak and the bytes it holds into its backward (:func:`fragment_order`, :func:`_rule`)."""
     options = options or Options()
     start = time.perf_counter()
     # Everything AOTAutograd passed; each of torch's partitioners gets the part it accepts
@@ -275,7 +276,7 @@ def partition(
 def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.GraphModule, PartitionReport],
                          options: Options, mc_fw: fx.GraphModule, unsafe: list[str], key: tuple, fragment: Fragment
                          ) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
-    """A layer piece's plan, or its plan on the joint graph whose forward reads private copies of the
+    """A fragment's plan, or its plan on the joint graph whose forward reads private copies of the
     caller-visible inputs a recomputation would start from (:func:`~fxremat.saved.private_copies`),
     whichever :func:`fragment_order` puts first."""
     try:
@@ -292,7 +293,7 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
     ours = planned[2].timeline
     order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes), _rule(fragment))
     if order(other[2].timeline) < order(ours):
-        log.info("fxremat: a layer piece's plan reads private copies of %s (caller-visible inputs): %s held, "
+        log.info("fxremat: a graph fragment's plan reads private copies of %s (caller-visible inputs): %s held, "
                  "%s own peak, against %s and %s", ", ".join(names), _size(other[2].timeline.held_bytes),
                  _size(other[2].timeline.peak_bytes), _size(ours.held_bytes), _size(ours.peak_bytes))
         return other
@@ -734,7 +735,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         log.debug("fxremat: fragment pairs (own peak, held): %s; min-cut's (%s, %s)",
                   ", ".join(f"({_size(c.timeline.peak_bytes)}, {_size(c.timeline.held_bytes)})" for c in candidates),
                   _size(mc_timeline.peak_bytes), _size(mc_timeline.held_bytes))
-        log.info("fxremat: a layer piece (%s): planned for the least own peak + %d x bytes held into its backward: "
+        log.info("fxremat: a graph fragment (%s): planned for the least own peak + %d x bytes held into its backward: "
                  "%s held, %s own peak (the least-peak plan: %s held)", fragment, _rule(fragment)[0],
                  _size(best.timeline.held_bytes), _size(best.timeline.peak_bytes), _size(least_peak_held))
     if met:
@@ -779,8 +780,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         chosen, reason = "fxremat", f"min-cut {unsafe[0]}"
     elif fragment_key is not None:
         fewer = fragment_key(timeline) < fragment_key(mc_timeline)
-        chosen, reason = ("fxremat", "a layer piece: lower own peak + 2 x held bytes") if fewer else (
-            "min-cut", "a layer piece: min-cut's own peak + 2 x held bytes are not higher")
+        chosen, reason = ("fxremat", "a graph fragment: lower own peak + weighted held bytes") if fewer else (
+            "min-cut", "a graph fragment: min-cut's own peak + weighted held bytes are not higher")
     elif timeline.peak_bytes < mc_timeline.peak_bytes:
         chosen, reason = "fxremat", "lower predicted peak"
     else:
