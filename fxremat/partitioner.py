@@ -8,7 +8,8 @@ graphs with torch's own helper, reorder the backward, and measure both fxremat's
 PyTorch's min-cut pair with :func:`~fxremat.memory.simulate`.
 
 Invariants:
-* never worse than min-cut on predicted memory: if min-cut's pair has the lower (or equal)
+* never worse than min-cut on predicted memory (for a graph fragment, :mod:`fxremat.fragments`:
+  on its own peak + weighted bytes held into its backward, :func:`fragment_order`): if min-cut's pair has the lower (or equal)
   predicted peak and is safe (:func:`~fxremat.saved.min_cut_hazards` finds nothing: it recomputes
   no banned node and no random op, and keeps no caller-visible tensor that eager does not), min-cut's
   pair is returned;

@@ -168,11 +168,11 @@ def check_reports(reports: list[fxremat.PartitionReport], what: str) -> None:
         assert r.chosen in ("fxremat", "min-cut"), r.chosen
         if r.chosen == "fxremat":
             assert r.fxremat is not None
-            if r.reason.startswith(SAFETY_OVERRIDE):
+            if r.reason.startswith(SAFETY_OVERRIDE) or r.fragment:  # a fragment weighs held bytes too (test_fragments)
                 continue
             assert r.fxremat.peak_bytes < r.min_cut.peak_bytes, (what, r.reason, r.fxremat.peak_bytes,
                                                                  r.min_cut.peak_bytes)
-        assert r.predicted_peak_bytes <= r.min_cut.peak_bytes, (what, r.predicted_peak_bytes, r.min_cut.peak_bytes)
+        assert r.fragment or r.predicted_peak_bytes <= r.min_cut.peak_bytes, (what, r.predicted_peak_bytes, r.min_cut.peak_bytes)
 
 
 def compare_two_steps(
