@@ -846,7 +846,6 @@ def activation_memory_budget(budget: float | None):
     return functorch_config.patch(activation_memory_budget=budget)
 
 
-
 def graph_break_reason(gm: fx.GraphModule) -> str | None:
     """The first line of Dynamo's reason for ending the graph ``gm`` at a graph break (the rest
     of its frame runs after it, in Python and later graphs); None if it ends otherwise or was not

@@ -1,11 +1,11 @@
 """Whether a Dynamo graph is the step's whole forward or one of several graphs.
 
 Invariant: :func:`fragment_of` names a reason only from what is observable when the graph is
-compiled (Dynamo's records, and the Python frames that called the compiled code); it never guesses
-from the graph's contents.  A graph it names is followed, before its backward, by other work of
-the forward (Python and other graphs) that runs above everything the graph saved; the partitioner
-weighs those bytes for a layer piece (:func:`fxremat.partitioner.fragment_order`) and plans any
-other fragment as a whole graph.
+compiled (Dynamo's records, the Python frames that called the compiled code, and the parameters
+among the graph's inputs); it never guesses from the graph's operations.  A graph it names is
+followed, before its backward, by other work of the forward (Python and other graphs) that runs
+above everything the graph saved; the partitioner weighs those bytes, twice for a layer piece and
+once for a large part (:func:`fxremat.partitioner.fragment_order`).
 
 Two ways a graph is followed by more of the forward:
 

@@ -161,21 +161,20 @@ DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra 
 # bytes matter little and the cap bounds the loss).
 FRAGMENT_HELD_WEIGHT = 2
 FRAGMENT_SLACK = 0.5
-LARGE_PART_RULE: tuple[int, float] | None = (1, 0.25)  # (weight, slack) for a fragment that is no layer piece
+LARGE_PART_RULE = (1, 0.25)  # (held weight, slack) of a fragment that is no layer piece
 
 
 def _rule(fragment: Fragment | None) -> tuple[int, float] | None:
-    """(held weight, slack) of a fragment's plan; None: planned as a whole graph."""
+    """(held weight, slack) of a fragment's plan; None: not a fragment."""
     if fragment is None:
         return None
     return (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK) if fragment.layer_piece else LARGE_PART_RULE
 
 
-def fragment_order(least: Timeline, rule: tuple[int, float] = (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK)
-                   ) -> Callable[[Timeline], tuple[bool, int, int]]:
-    """Sort key of a layer piece's pairs, given the pair of least own peak: pairs within
-    :data:`FRAGMENT_SLACK` of that peak first, then least own peak + :data:`FRAGMENT_HELD_WEIGHT` x
-    held bytes, then least peak (``rule``: another weight and slack)."""
+def fragment_order(least: Timeline, rule: tuple[int, float]) -> Callable[[Timeline], tuple[bool, int, int]]:
+    """Sort key of a fragment's pairs, given the pair of least own peak and the fragment's
+    ``rule`` (held weight, slack; :func:`_rule`): pairs within the slack above that peak first,
+    then least own peak + weight x held bytes, then least peak."""
     weight, slack = rule
     limit = (1 + slack) * least.peak_bytes
     return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
@@ -244,7 +243,8 @@ def partition(
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
         if _rule(fragment) is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
-            fw, bw, report = _with_private_copies(jg, (fw, bw, report), options, mc_fw, unsafe, memo.key, fragment)
+            fw, bw, report = _with_private_copies(jg, (fw, bw, report), options, mc_fw, unsafe, memo.key, fragment,
+                                                  static_lifetime_input_indices)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
         _log_report(report)
     except BudgetError:
@@ -275,8 +275,8 @@ def partition(
 
 
 def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.GraphModule, PartitionReport],
-                         options: Options, mc_fw: fx.GraphModule, unsafe: list[str], key: tuple, fragment: Fragment
-                         ) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
+                         options: Options, mc_fw: fx.GraphModule, unsafe: list[str], key: tuple, fragment: Fragment,
+                         static_indices: list[int] | None) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
     """A fragment's plan, or its plan on the joint graph whose forward reads private copies of the
     caller-visible inputs a recomputation would start from (:func:`~fxremat.saved.private_copies`),
     whichever :func:`fragment_order` puts first."""
@@ -285,7 +285,7 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
         if copies is None:
             return planned
         joint, names = copies
-        jg2 = replace(analyze(joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=_static_indices(jg),
+        jg2 = replace(analyze(joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
                               inductor=jg.inductor), channels_last=jg.channels_last)
         other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], _Memo(key), fragment)
     except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
@@ -299,11 +299,6 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
                  _size(other[2].timeline.peak_bytes), _size(ours.held_bytes), _size(ours.peak_bytes))
         return other
     return planned
-
-
-def _static_indices(jg: JointGraph) -> list[int]:
-    return [i for i, p in enumerate(n for n in jg.module.graph.nodes if n.op == "placeholder" and _torch.is_primal(n))
-            if p in jg.static_inputs]
 
 
 # A CPU convolution network is planned in both layouts and runs in its default one (channels-last
@@ -588,7 +583,8 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     base = [by_name[name] for name in base_names]
     base_tensors = [n for n in base if not _torch.is_sym_node(n)]
     sym = list(dict.fromkeys([n for n in jg.forward if _torch.is_sym_node(n)] + [n for n in base if _torch.is_sym_node(n)]))
-    always = [n for n in close_over_bans(jg, []) if not _torch.is_sym_node(n)]  # saved by every plan
+    closed = close_over_bans(jg, [])  # what a plan recomputing everything saves
+    always = [n for n in closed if not _torch.is_sym_node(n)]  # saved by every plan
     convolutions = bool(_torch.convolutions(joint))
     twins = forward_twins(jg)  # the backward's own copies of forward values (min-cut CSEs them)
 
@@ -681,7 +677,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         out = [evaluate(lin, least_held(lin.chain, int((1 + share * slack) * least))) for share in (0.5, 1.0)]
         key = ("everything", ())
         if key not in memo.extracted:
-            memo.extracted[key] = _extract(jg, close_over_bans(jg, []), sym, twins, base_tensors)
+            memo.extracted[key] = _extract(jg, closed, sym, twins, base_tensors)
         return out + [_Candidate(lin.chain, make_plan(lin.chain, range(1, lin.chain.n)), *memo.extracted[key])]
 
     def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
