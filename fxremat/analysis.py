@@ -99,6 +99,12 @@ class JointGraph:
     # runs it (fxremat.timing: a node Inductor fuses into its readers costs next to nothing); the
     # chain's stage costs (``NodeFacts.cost`` stays the FLOP count cheapness is judged by)
     seconds: Mapping[fx.Node, float] = field(default_factory=lambda: MappingProxyType({}))
+    # the caller drops the user outputs once the forward returns (a piece of a layer, whose
+    # outputs feed the rest of the layer: the attention weights an eager attention returns and its
+    # layer discards); False: the caller holds them through the backward (a whole step's loss and
+    # logits; the logits a model broken before its loss returns to its caller, which keeps its
+    # outputs).  Saving a returned value then costs its bytes like any other.
+    outputs_dropped: bool = False
 
 
 def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_storages: set) -> str | None:

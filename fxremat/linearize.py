@@ -399,7 +399,7 @@ def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:
     sizes = sorted(jg.storage_bytes[k] for k in born)
     median = sizes[len(sizes) // 2] if sizes else 0
     pinned = {k for k in born if jg.storage_bytes[k] <= max(SMALL_BYTES, median // SMALL_FRACTION)}
-    for out in jg.fwd_outputs:
+    for out in () if jg.outputs_dropped else jg.fwd_outputs:
         pinned.update(facts[out].storages)
     # Values computed from parameters and constants alone (no data input flows into them).
     data_dependent = set(jg.primals) - set(jg.static_inputs)

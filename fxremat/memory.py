@@ -8,7 +8,8 @@ before its last use.  What survives each phase:
 
 * forward inputs (parameters, user inputs) belong to the caller and are never counted;
 * forward outputs (user outputs and saved values) survive the forward; user outputs are held by
-  the caller through the backward, saved values die at their last backward use, and new values
+  the caller through the backward (or dropped at the hand-over: a piece of a layer's, whose
+  outputs feed the rest of the layer), saved values die at their last backward use, and new values
   of mutated inputs are copied into the inputs and dropped at the hand-over;
 * tangents are allocated when the backward starts; gradients (backward outputs) live to the end.
 
@@ -67,7 +68,7 @@ class Timeline:
     bytes_alive: tuple[int, ...]
     forward_steps: int  # labels[:forward_steps] are forward nodes
     scratch: tuple[int, ...] = ()  # the part of bytes_alive[i] that is in-kernel scratch
-    held_bytes: int = 0  # alive between the forward and the backward: saved values and user outputs
+    held_bytes: int = 0  # alive between the forward and the backward: saved values and held user outputs
 
     @property
     def peak_bytes(self) -> int:
@@ -327,10 +328,12 @@ def _realized_when_read(nodes: list[fx.Node], fused: set[fx.Node], returned: set
 
 
 def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, inductor: bool = False,
-             channels_last: bool = False) -> Timeline:
+             channels_last: bool = False, outputs_dropped: bool = False) -> Timeline:
     """Replay a forward/backward pair and return the timeline of bytes alive (``inductor``: as
     Inductor's kernels allocate, see the module docstring; ``channels_last``: both graphs run
-    channels-last on the CPU, which changes convolutions' scratch, :func:`scratch_bytes`)."""
+    channels-last on the CPU, which changes convolutions' scratch, :func:`scratch_bytes`;
+    ``outputs_dropped``: the caller drops the user outputs at the hand-over, a layer piece's
+    ``JointGraph.outputs_dropped``, so only saved values are held into the backward)."""
     fw_placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
     external = {key for n in fw_placeholders for key, _ in _storages(n)}
     replay = _Replay(external, inductor, channels_last)
@@ -340,14 +343,22 @@ def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, induc
     fw_outputs = [o for o in fw.graph.find_nodes(op="output")[0].args[0] if isinstance(o, fx.Node)]
     saved = {o.name: o for o in fw_outputs[num_fwd_outputs:]}
     # Hand-over: each returned node still holds its storages.  User outputs stay held by the
-    # caller for the whole backward (one extra reference if the same value is also saved); a
-    # saved value's reference passes to its backward placeholder, which drops it at last use.
+    # caller for the whole backward (one extra reference if the same value is also saved), or
+    # with ``outputs_dropped`` only where saved; a saved value's reference passes to its backward
+    # placeholder, which drops it at last use.
     mutation = _torch.input_mutation_outputs(fw)
+    dropped = set()
     for i, node in enumerate(fw_outputs[:num_fwd_outputs]):
-        if node.name in saved:
-            replay.hold(node)
         if i < len(mutation) and mutation[i]:
+            if node.name in saved:
+                replay.hold(node)
             replay.release(node)  # copied into the mutated input, then dropped
+        elif outputs_dropped:
+            if node.name not in saved and node.name not in dropped:
+                replay.release(node)  # the caller's reference, dropped after the forward
+            dropped.add(node.name)
+        elif node.name in saved:
+            replay.hold(node)
     bw_placeholders = {n.name for n in bw.graph.nodes if n.op == "placeholder"}
     for name, node in saved.items():
         if name not in bw_placeholders:

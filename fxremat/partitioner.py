@@ -64,7 +64,7 @@ from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
-from .saved import close_over_bans, min_cut_hazards, private_copies
+from .saved import close_over_bans, copies_bytes, min_cut_hazards, private_copies
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
 from .solvers.dominant import discount_dominant, spare_dominant
@@ -230,8 +230,8 @@ def partition(
         _torch.check_supported()
         joint = _merged_copy(joint_module, num_fwd_outputs, static_lifetime_input_indices,
                              kwargs.get("compiler") == "inductor")
-        jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
-                     inductor=kwargs.get("compiler") == "inductor")
+        jg = replace(analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
+                             inductor=kwargs.get("compiler") == "inductor"), outputs_dropped=fragment is not None and fragment.layer_piece)
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         planned = []
         for channels_last in jg.cpu_layouts:
@@ -239,7 +239,7 @@ def partition(
                 break
             jgl, sub = replace(jg, channels_last=channels_last), memo.for_layout(channels_last)
             rival = functools.partial(_min_cut_at_fraction, joint_module, joint_inputs, pkw, jgl, options, sub)
-            mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last)
+            mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last, jgl.outputs_dropped)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
         if _rule(fragment) is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
@@ -274,26 +274,38 @@ def partition(
     return fw, bw
 
 
+# A private copy of a caller-visible input costs its bytes where the caller drops the input after
+# the forward (a layer's input: HF JetMoE's expert graphs save a copy of their 0.5 MiB input instead
+# of the 1 MiB of rows gathered from it) and doubles them where the caller holds the input through
+# the backward (HF ProphetNet's loss graph reads the logits the model returns: a copy at a tie of
+# held bytes, 16.00 MiB against 16.01, measured 86.3 MiB against 62.1).  Which one it is is not
+# known when the graph is compiled; each counts half (a judgement).
+PRIVATE_COPY_EXTRA = 0.5
+
+
 def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.GraphModule, PartitionReport],
                          options: Options, mc_fw: fx.GraphModule, unsafe: list[str], key: tuple, fragment: Fragment,
                          static_indices: list[int] | None) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
     """A fragment's plan, or its plan on the joint graph whose forward reads private copies of the
     caller-visible inputs a recomputation would start from (:func:`~fxremat.saved.private_copies`),
-    whichever :func:`fragment_order` puts first."""
+    whichever :func:`fragment_order` puts first, the copies it saves counted
+    ``1 + PRIVATE_COPY_EXTRA`` times (:data:`PRIVATE_COPY_EXTRA`)."""
     try:
         copies = private_copies(jg)
         if copies is None:
             return planned
         joint, names = copies
         jg2 = replace(analyze(joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
-                              inductor=jg.inductor), channels_last=jg.channels_last)
+                              inductor=jg.inductor), channels_last=jg.channels_last, outputs_dropped=jg.outputs_dropped)
         other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], _Memo(key), fragment)
     except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
         return planned
     ours = planned[2].timeline
     order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes), _rule(fragment))
-    if order(other[2].timeline) < order(ours):
+    copies_saved = copies_bytes(other[0], jg.num_fwd_outputs, names)
+    extra = int(PRIVATE_COPY_EXTRA * copies_saved)
+    if order(replace(other[2].timeline, held_bytes=other[2].timeline.held_bytes + extra)) < order(ours):
         log.info("fxremat: a graph fragment's plan reads private copies of %s (caller-visible inputs): %s held, "
                  "%s own peak, against %s and %s", ", ".join(names), _size(other[2].timeline.held_bytes),
                  _size(other[2].timeline.peak_bytes), _size(ours.held_bytes), _size(ours.peak_bytes))
@@ -528,9 +540,9 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         why = min_cut_hazards(fw, bw, jg)
         if not why:
             later = _deferred(bw, jg) if jg.inductor else bw
-            timeline = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+            timeline = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
             if later is not bw and _peak_in_deferred_tail(timeline, later):
-                plain = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+                plain = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
                 later, timeline = (bw, plain) if plain.peak_bytes < timeline.peak_bytes else (later, timeline)
             return _Rival(fw, later, timeline, step_seconds(fw, later, jg.inductor), fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
@@ -855,7 +867,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last)
+    timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
     if defer and jg.inductor and _peak_in_deferred_tail(timeline, bw):
         plain = _extract(jg, saved, sym, twins, held, defer=False)
         if plain.timeline.peak_bytes < timeline.peak_bytes:

@@ -28,7 +28,7 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph, Role
 
-__all__ = ["close_over_bans", "min_cut_hazards", "private_copies"]
+__all__ = ["close_over_bans", "copies_bytes", "min_cut_hazards", "private_copies"]
 
 log = logging.getLogger("fxremat")
 
@@ -181,3 +181,12 @@ def private_copies(jg: JointGraph) -> tuple[fx.GraphModule, list[str]] | None:
             u.replace_input_with(node, clone)
     joint.recompile()
     return joint, [p.name for p in blocked]
+
+
+def copies_bytes(fw: fx.GraphModule, num_fwd_outputs: int, names: list[str]) -> int:
+    """Bytes of the private copies (:func:`private_copies`, of the inputs ``names``) that the
+    forward ``fw`` saves for its backward."""
+    saved = fw.graph.find_nodes(op="output")[0].args[0][num_fwd_outputs:]
+    return sum(_torch.value_nbytes(o) for o in dict.fromkeys(saved) if isinstance(o, fx.Node)
+               and o.target is torch.ops.aten.clone.default and isinstance(o.args[0], fx.Node)
+               and o.args[0].op == "placeholder" and o.args[0].name in names)

@@ -232,3 +232,77 @@ def test_a_caller_edit_of_a_mask_never_reaches_the_gradients(via_data, caplog):
     assert "private copies" in caplog.text
     for a, b in zip(planned, eager):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+class WeightsKeptBlock(Block):
+    """An eager attention that returns its weights, which the layer keeps in a local across a
+    graph break and then drops (HF's eager attention in a layer with an MoE loop): the weights
+    are an output of the graph before the break, not something the caller holds into the backward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        weights = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
+        x = x + self.proj(weights @ v)
+        torch._dynamo.graph_break()
+        x = x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+        del weights
+        return x
+
+
+def test_returned_values_the_caller_drops_are_not_kept_for_free():
+    torch.manual_seed(0)
+    model = Model("none", d=32, layers=3)
+    model.blocks = nn.ModuleList(WeightsKeptBlock(32, True) for _ in range(3))
+    ids = torch.randint(0, 100, (4, 256))  # the weights (4 x 256 x 256) are 8x a hidden state
+    weights_bytes = 4 * 256 * 256 * 4
+    loss = lambda out: out  # noqa: E731 - the model returns its loss
+
+    def run(backend):
+        torch._dynamo.reset()
+        fxremat.last_reports(clear=True)
+        compiled = torch.compile(model, backend=backend)
+        model.zero_grad(set_to_none=True)
+        compiled(ids).backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        return peak_of_training_step(compiled, (ids,), loss), grads, fxremat.last_reports()
+
+    model.zero_grad(set_to_none=True)
+    model(ids).backward()
+    eager = [p.grad.clone() for p in model.parameters()]
+    planned, grads, reports = run(fxremat.make_backend(compiler="eager"))
+    min_cut, _, _ = run(min_cut_backend(compiler="eager"))
+    for a, b in zip(grads, eager):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    # every graph holds less than one layer's weights into its backward (the weights are
+    # recomputed there), and the step peaks below min-cut's, which keeps each layer's weights
+    assert reports and all(r.fragment and r.timeline.held_bytes < weights_bytes for r in reports), [
+        (r.fragment, r.timeline.held_bytes) for r in reports]
+    assert planned < min_cut - 2 * weights_bytes, (planned, min_cut)
+
+
+def test_the_replay_of_a_layer_piece_holds_only_what_its_backward_reads():
+    """``simulate(..., outputs_dropped=True)``: a returned value the backward does not read is
+    dropped at the hand-over; one it reads is held once, as a saved value."""
+    from functorch.compile import aot_function, min_cut_rematerialization_partition, nop
+
+    from fxremat.memory import simulate
+
+    pairs = []
+
+    def partition(joint, inputs, **kwargs):
+        fw, bw = min_cut_rematerialization_partition(joint, inputs, **kwargs)
+        pairs.append((fw, bw, kwargs["num_fwd_outputs"]))
+        return fw, bw
+
+    def fn(x, w):
+        weights = torch.softmax(x @ w, dim=-1)  # returned, and read by its own backward
+        return weights, torch.tanh(x) * 2  # the second: returned only (the backward reads the tanh)
+
+    x, w = torch.randn(64, 32, requires_grad=True), torch.randn(32, 32, requires_grad=True)
+    aot_function(fn, fw_compiler=nop, bw_compiler=nop, partition_fn=partition)(x, w)
+    (fw, bw, n), = pairs
+    held, dropped = simulate(fw, bw, n), simulate(fw, bw, n, outputs_dropped=True)
+    one = 64 * 32 * 4  # every value here has x's shape
+    assert held.held_bytes == 3 * one  # the weights, the tanh (saved) and the scaled tanh
+    assert dropped.held_bytes == 2 * one  # the scaled tanh is the caller's, dropped
+    assert dropped.peak_bytes <= held.peak_bytes
