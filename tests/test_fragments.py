@@ -4,6 +4,7 @@ their backward, so the step's peak falls where fxremat alone held as much as min
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import pytest
@@ -143,25 +144,31 @@ def test_the_cache_identity_tells_fragments_apart():
     assert len(keys) == 3
 
 
+def _step(model: nn.Module, ids: torch.Tensor, backend) -> tuple[int, list[torch.Tensor], list]:
+    """One training step of ``model`` (which returns its loss) compiled with ``backend``: the
+    step's measured peak, the parameters' gradients and fxremat's reports."""
+    torch._dynamo.reset()
+    fxremat.last_reports(clear=True)
+    compiled = torch.compile(model, backend=backend)
+    model.zero_grad(set_to_none=True)
+    compiled(ids).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    return peak_of_training_step(compiled, (ids,), lambda out: out), grads, fxremat.last_reports()
+
+
+def _eager_gradients(model: nn.Module, ids: torch.Tensor) -> list[torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    model(ids).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
 @pytest.mark.parametrize("where", ["layer", "loop"])
 def test_fragments_hold_less_and_the_step_peaks_lower(where, monkeypatch):
     torch.manual_seed(0)
     model = Model(where, d=64, layers=4)
     ids = torch.randint(0, 100, (4, 128))
-    loss = lambda out: out  # noqa: E731 - the model returns its loss
-
-    def run(backend):
-        torch._dynamo.reset()
-        fxremat.last_reports(clear=True)
-        compiled = torch.compile(model, backend=backend)
-        model.zero_grad(set_to_none=True)
-        compiled(ids).backward()
-        grads = [p.grad.clone() for p in model.parameters()]
-        return peak_of_training_step(compiled, (ids,), loss), grads, fxremat.last_reports()
-
-    model.zero_grad(set_to_none=True)
-    model(ids).backward()
-    eager = [p.grad.clone() for p in model.parameters()]
+    run = functools.partial(_step, model, ids)
+    eager = _eager_gradients(model, ids)
     planned, grads, reports = run(fxremat.make_backend(compiler="eager"))
     min_cut, _, _ = run(min_cut_backend(compiler="eager"))
     monkeypatch.setattr(backend_module, "fragment_of", lambda gm, example_inputs: None)
@@ -255,20 +262,8 @@ def test_returned_values_the_caller_drops_are_not_kept_for_free():
     model.blocks = nn.ModuleList(WeightsKeptBlock(32, True) for _ in range(3))
     ids = torch.randint(0, 100, (4, 256))  # the weights (4 x 256 x 256) are 8x a hidden state
     weights_bytes = 4 * 256 * 256 * 4
-    loss = lambda out: out  # noqa: E731 - the model returns its loss
-
-    def run(backend):
-        torch._dynamo.reset()
-        fxremat.last_reports(clear=True)
-        compiled = torch.compile(model, backend=backend)
-        model.zero_grad(set_to_none=True)
-        compiled(ids).backward()
-        grads = [p.grad.clone() for p in model.parameters()]
-        return peak_of_training_step(compiled, (ids,), loss), grads, fxremat.last_reports()
-
-    model.zero_grad(set_to_none=True)
-    model(ids).backward()
-    eager = [p.grad.clone() for p in model.parameters()]
+    run = functools.partial(_step, model, ids)
+    eager = _eager_gradients(model, ids)
     planned, grads, reports = run(fxremat.make_backend(compiler="eager"))
     min_cut, _, _ = run(min_cut_backend(compiler="eager"))
     for a, b in zip(grads, eager):
