@@ -152,9 +152,11 @@ def analyze(
     num_fwd_outputs: int,
     static_lifetime_input_indices: list[int] | None = None,
     inductor: bool = False,
+    outputs_dropped: bool = False,
 ) -> JointGraph:
     """Compute the :class:`JointGraph` record of ``joint`` (``joint`` itself is left untouched).
-    ``inductor``: the graphs go to Inductor, so pointwise values it fuses are never materialized."""
+    ``inductor``: the graphs go to Inductor, so pointwise values it fuses are never materialized;
+    ``outputs_dropped``: the caller drops the user outputs after the forward (``JointGraph.outputs_dropped``)."""
     graph = joint.graph
     info = _torch.classify_nodes(joint, static_lifetime_input_indices or [], num_fwd_outputs)
     primals = tuple(n for n in graph.nodes if _torch.is_primal(n))
@@ -227,6 +229,7 @@ def analyze(
         fused=fused,
         reusable=reusable,
         inductor=inductor,
+        outputs_dropped=outputs_dropped,
         channels_last=layouts[0],
         cpu_layouts=layouts,
         backward_graph=in_backward,

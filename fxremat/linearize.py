@@ -9,7 +9,8 @@ U-Net levels all end at such boundaries; inside a residual block the skip tensor
 so the block is one stage.  Runs of boundaries crossed by the same storage keep the last one.
 
 Not tracked ("pinned"), because keeping them costs nothing extra or too little to matter:
-storages the forward returns (the caller holds them anyway), storages derived only from
+storages the forward returns (the caller holds them anyway; not a layer piece's, which its caller
+drops after the forward, ``JointGraph.outputs_dropped``), storages derived only from
 parameters and constants, and small storages (at most 1/16 of the median forward storage, or
 4 KiB; the median, not the largest, so one huge logits tensor cannot make activations small).  A pinned
 storage that crosses a chosen checkpoint is saved with it (a returned one only where the backward

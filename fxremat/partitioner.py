@@ -64,7 +64,7 @@ from .memory import Timeline, simulate
 from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
-from .saved import close_over_bans, copies_bytes, min_cut_hazards, private_copies
+from .saved import close_over_bans, min_cut_hazards, private_copies
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
 from .solvers.dominant import discount_dominant, spare_dominant
@@ -230,8 +230,8 @@ def partition(
         _torch.check_supported()
         joint = _merged_copy(joint_module, num_fwd_outputs, static_lifetime_input_indices,
                              kwargs.get("compiler") == "inductor")
-        jg = replace(analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
-                             inductor=kwargs.get("compiler") == "inductor"), outputs_dropped=fragment is not None and fragment.layer_piece)
+        jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
+                     inductor=kwargs.get("compiler") == "inductor", outputs_dropped=fragment is not None and fragment.layer_piece)
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         planned = []
         for channels_last in jg.cpu_layouts:
@@ -294,20 +294,18 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
         copies = private_copies(jg)
         if copies is None:
             return planned
-        joint, names = copies
-        jg2 = replace(analyze(joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
-                              inductor=jg.inductor), channels_last=jg.channels_last, outputs_dropped=jg.outputs_dropped)
+        jg2 = replace(analyze(copies.joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
+                              inductor=jg.inductor, outputs_dropped=jg.outputs_dropped), channels_last=jg.channels_last)
         other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], _Memo(key), fragment)
     except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
         return planned
     ours = planned[2].timeline
     order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes), _rule(fragment))
-    copies_saved = copies_bytes(other[0], jg.num_fwd_outputs, names)
-    extra = int(PRIVATE_COPY_EXTRA * copies_saved)
+    extra = int(PRIVATE_COPY_EXTRA * sum(b for name, b in copies.clones.items() if name in other[2].saved))
     if order(replace(other[2].timeline, held_bytes=other[2].timeline.held_bytes + extra)) < order(ours):
         log.info("fxremat: a graph fragment's plan reads private copies of %s (caller-visible inputs): %s held, "
-                 "%s own peak, against %s and %s", ", ".join(names), _size(other[2].timeline.held_bytes),
+                 "%s own peak, against %s and %s", ", ".join(copies.inputs), _size(other[2].timeline.held_bytes),
                  _size(other[2].timeline.peak_bytes), _size(ours.held_bytes), _size(ours.peak_bytes))
         return other
     return planned
@@ -599,6 +597,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     always = [n for n in closed if not _torch.is_sym_node(n)]  # saved by every plan
     convolutions = bool(_torch.convolutions(joint))
     twins = forward_twins(jg)  # the backward's own copies of forward values (min-cut CSEs them)
+    rule = _rule(fragment)  # (held weight, slack) of a fragment; None: not one
 
     # The chain that counts the always-saved values in every segment is the faithful one (and the
     # only one a budget is checked against).  The least-peak candidates also include the plan of
@@ -685,8 +684,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         begins where its forward ends), saving only what must be saved (its report's plan is the
         chain's nearest, every boundary checkpointed)."""
         least = solve(lin.chain).peak_bytes
-        slack = _rule(fragment)[1]
-        out = [evaluate(lin, least_held(lin.chain, int((1 + share * slack) * least))) for share in (0.5, 1.0)]
+        out = [evaluate(lin, least_held(lin.chain, int((1 + share * rule[1]) * least))) for share in (0.5, 1.0)]
         key = ("everything", ())
         if key not in memo.extracted:
             memo.extracted[key] = _extract(jg, closed, sym, twins, base_tensors)
@@ -735,17 +733,16 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             candidates += least_peak()
     best = min(candidates, key=lambda c: c.timeline.peak_bytes)  # ties: the first, least recomputation
     fragment_key = None  # with a fragment and no budget: the order of the pairs (fragment_order)
-    if _rule(fragment) is not None and budget is None:
+    if rule is not None and budget is None:
         candidates += fragment_candidates()
-        fragment_key = fragment_order(min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes),
-                                      _rule(fragment))
+        fragment_key = fragment_order(min([mc_timeline, *(c.timeline for c in candidates)], key=lambda t: t.peak_bytes), rule)
         least_peak_held = best.timeline.held_bytes
         best = min(candidates, key=lambda c: fragment_key(c.timeline))
         log.debug("fxremat: fragment pairs (own peak, held): %s; min-cut's (%s, %s)",
                   ", ".join(f"({_size(c.timeline.peak_bytes)}, {_size(c.timeline.held_bytes)})" for c in candidates),
                   _size(mc_timeline.peak_bytes), _size(mc_timeline.held_bytes))
         log.info("fxremat: a graph fragment (%s): planned for the least own peak + %d x bytes held into its backward: "
-                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, _rule(fragment)[0],
+                 "%s held, %s own peak (the least-peak plan: %s held)", fragment, rule[0],
                  _size(best.timeline.held_bytes), _size(best.timeline.peak_bytes), _size(least_peak_held))
     if met:
         # A least-peak plan is planned on the whole chain (gradients included), the budget's on the

@@ -21,6 +21,7 @@ clone of the input, which the backward's recomputation may read (the caller's ed
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import torch
 import torch.fx as fx
@@ -28,7 +29,7 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph, Role
 
-__all__ = ["close_over_bans", "copies_bytes", "min_cut_hazards", "private_copies"]
+__all__ = ["PrivateCopies", "close_over_bans", "min_cut_hazards", "private_copies"]
 
 log = logging.getLogger("fxremat")
 
@@ -154,10 +155,15 @@ def min_cut_hazards(mc_fw: fx.GraphModule, mc_bw: fx.GraphModule, jg: JointGraph
     return out
 
 
-def private_copies(jg: JointGraph) -> tuple[fx.GraphModule, list[str]] | None:
+class PrivateCopies(NamedTuple):
+    joint: fx.GraphModule  # a copy of the joint graph whose forward reads the clones
+    inputs: list[str]  # the caller-visible inputs cloned
+    clones: dict[str, int]  # each clone's node name -> its bytes
+
+
+def private_copies(jg: JointGraph) -> PrivateCopies | None:
     """A copy of ``jg``'s joint graph in which the forward reads every caller-visible input a
-    recomputation would start from through a private clone of it (with the inputs' names; None
-    if there is none).  Where such an input blocks recomputation, the saved set otherwise holds
+    recomputation would start from through a private clone of it (None if there is none).  Where such an input blocks recomputation, the saved set otherwise holds
     the values computed from it (an additive attention mask passed to each layer: the masked
     scores, heads x batch x the mask's bytes); the clone is immune to the caller's edits, as
     eager's backward is (it never reads the input), and costs the input's bytes.  Values and
@@ -171,22 +177,15 @@ def private_copies(jg: JointGraph) -> tuple[fx.GraphModule, list[str]] | None:
     by_name = {n.name: n for n in joint.graph.nodes}
     forward = {by_name[n.name] for n in jg.forward}
     last_placeholder = [n for n in joint.graph.nodes if n.op == "placeholder"][-1]
+    clones = {}
     for p in blocked:
         node = by_name[p.name]
         readers = [u for u in node.users if u in forward]
         with joint.graph.inserting_after(last_placeholder):
             clone = joint.graph.call_function(torch.ops.aten.clone.default, (node,))
         clone.meta["val"] = node.meta["val"].clone()
+        clones[clone.name] = _torch.value_nbytes(clone)
         for u in readers:
             u.replace_input_with(node, clone)
     joint.recompile()
-    return joint, [p.name for p in blocked]
-
-
-def copies_bytes(fw: fx.GraphModule, num_fwd_outputs: int, names: list[str]) -> int:
-    """Bytes of the private copies (:func:`private_copies`, of the inputs ``names``) that the
-    forward ``fw`` saves for its backward."""
-    saved = fw.graph.find_nodes(op="output")[0].args[0][num_fwd_outputs:]
-    return sum(_torch.value_nbytes(o) for o in dict.fromkeys(saved) if isinstance(o, fx.Node)
-               and o.target is torch.ops.aten.clone.default and isinstance(o.args[0], fx.Node)
-               and o.args[0].op == "placeholder" and o.args[0].name in names)
+    return PrivateCopies(joint, [p.name for p in blocked], clones)
