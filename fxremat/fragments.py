@@ -5,7 +5,7 @@ compiled (Dynamo's records, the Python frames that called the compiled code, and
 among the graph's inputs); it never guesses from the graph's operations.  A graph it names is
 followed, before its backward, by other work of the forward (Python and other graphs) that runs
 above everything the graph saved; the partitioner weighs those bytes, twice for a layer piece and
-once for a large part (:func:`fxremat.partitioner.fragment_order`).
+once for a large part (:func:`fragment_order`).
 
 Two ways a graph is followed by more of the forward:
 
@@ -27,12 +27,15 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import torch
 import torch.fx as fx
 
 from . import _torch
+
+if TYPE_CHECKING:
+    from .memory import Timeline
 
 __all__ = ["Fragment", "fragment_of"]
 
@@ -43,6 +46,36 @@ _SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
 # piece of a layer (most likely called once per layer); above it, a large part of the model (HF
 # WavLM's whole transformer encoder, called from the CTC model's forward), followed by little.
 LAYER_PIECE_SHARE = 0.5
+
+
+# A layer piece (a graph fragment called from a forward that runs in Python with under half of
+# the model's parameters, this module: most likely called once per layer, or per
+# expert hit in an MoE loop): every byte it holds into its backward (saved values and outputs, the
+# replay's ``held_bytes``) stays alive while the later graphs run, so the step's peak is about the
+# held bytes of the graphs before plus one graph's own peak.  Its plan is the pair of least own
+# peak + FRAGMENT_HELD_WEIGHT x held bytes among the pairs whose own peak is at most
+# FRAGMENT_SLACK above the least (its own plans' and min-cut's).  The weight counts held bytes as
+# alive through at least one more graph like this one: a judgement, not a measured optimum
+# (docs/design.md, "Graph fragments"); recomputing all of a layer can cost ~1.4x its least own
+# peak, hence the slack.  A fragment that is a large part of the model (a top-level frame broken
+# at a graph break, most of the model called from a wrapper's forward) runs once, followed once by
+# the rest: LARGE_PART_RULE weighs its held bytes once, within 1.25x its least own peak.  Measured
+# through Inductor (2026-12-06): HF ProphetNet 62.1 MiB against 86.3 planned as a whole graph, HF
+# WavLM 40.5 against 39.6, a synthetic 6-layer transformer broken before a 1000-class loss 15.2
+# against 15.5 and before a 10-class loss 14.8 against 12.8 (where the rest is light, the held
+# bytes matter little and the cap bounds the loss).
+FRAGMENT_HELD_WEIGHT = 2
+FRAGMENT_SLACK = 0.5
+LARGE_PART_RULE = (1, 0.25)  # (held weight, slack) of a fragment that is no layer piece
+
+
+def fragment_order(least: Timeline, rule: tuple[int, float]) -> Callable[[Timeline], tuple[bool, int, int]]:
+    """Sort key of a fragment's pairs, given the pair of least own peak and the fragment's
+    ``rule`` (held weight, slack; ``Fragment.rule``): pairs within the slack above that peak first,
+    then least own peak + weight x held bytes, then least peak."""
+    weight, slack = rule
+    limit = (1 + slack) * least.peak_bytes
+    return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
 
 
 @dataclass(frozen=True)
@@ -59,6 +92,11 @@ class Fragment:
 
     def __str__(self) -> str:
         return self.reason
+
+    @property
+    def rule(self) -> tuple[int, float]:
+        """(held weight, slack) of this fragment's plan (:func:`fragment_order`)."""
+        return (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK) if self.layer_piece else LARGE_PART_RULE
 
 
 def fragment_of(gm: fx.GraphModule, example_inputs: Sequence[Any] = ()) -> Fragment | None:

@@ -9,10 +9,10 @@ PyTorch's min-cut pair with :func:`~fxremat.memory.simulate`.
 
 Invariants:
 * never worse than min-cut on predicted memory (for a graph fragment, :mod:`fxremat.fragments`:
-  on its own peak + weighted bytes held into its backward, :func:`fragment_order`): if min-cut's pair has the lower (or equal)
-  predicted peak and is safe (:func:`~fxremat.saved.min_cut_hazards` finds nothing: it recomputes
-  no banned node and no random op, and keeps no caller-visible tensor that eager does not), min-cut's
-  pair is returned;
+  on its own peak + weighted bytes held into its backward, :func:`~fxremat.fragments.fragment_order`):
+  if min-cut's pair has the lower (or equal) predicted peak and is safe
+  (:func:`~fxremat.saved.min_cut_hazards` finds nothing: it recomputes no banned node and no random
+  op, and keeps no caller-visible tensor that eager does not), min-cut's pair is returned;
 * never a silently wrong plan: any failure inside planning falls back to min-cut's pair with one
   warning naming the reason (to ``default_partition``, which saves instead of recomputing, when
   min-cut's pair is unsafe); only user errors (a budget no plan meets, with ``strict_budget``)
@@ -30,8 +30,9 @@ Invariants:
   min-cut's least pair at ``f`` or above; the grid fractions above ``f`` are decided first, each
   capping the next, so a lower fraction never predicts a higher peak (monotone on the grid);
 * partition calls on one joint graph (a budget sweep) share a memo of min-cut's
-  pairs and of the pairs extracted for fxremat's plans, which dies with the graph; every pair
-  returned is a copy, so nothing memoized is ever edited by AOTAutograd or Inductor;
+  pairs and of the pairs extracted for fxremat's plans, which dies with the graph
+  (:mod:`fxremat.rivals`); every pair returned is a copy, so nothing memoized is ever edited by
+  AOTAutograd or Inductor;
 * PyTorch's min-cut, the base plan and the comparison, always runs at torch's default
   ``activation_memory_budget`` of 1.0: a global value set for min-cut is ignored (one INFO line);
 * a node banned from recomputation (effectful, mutating, reading a mutated input, MUST_SAVE;
@@ -45,7 +46,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple
@@ -55,21 +55,40 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph, analyze
 from .chain import Chain
-from .fragments import Fragment
+from .fragments import Fragment, fragment_order
 from .linearize import Linearization, linearize
-from .lowering import (accumulate_into_addend, accumulate_sums_by_addmm, defer_returned_products, deferred_tail, keep_matmuls_in_place,
-                       merge_accumulating_puts, split_shared_transcendentals, store_before_recomputation,
-                       store_permuted_fanout, sum_small_dims_by_matmul)
+from .lowering import (
+    accumulate_into_addend,
+    accumulate_sums_by_addmm,
+    keep_matmuls_in_place,
+    merge_accumulating_puts,
+    split_shared_transcendentals,
+    store_before_recomputation,
+    store_permuted_fanout,
+    sum_small_dims_by_matmul,
+)
 from .memory import Timeline, simulate
-from .timing import StepEstimate, step_seconds
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
+from .rivals import (
+    RIVAL_GRID,
+    Extracted,
+    Memo,
+    Rebuild,
+    Rival,
+    defer_products,
+    handed_out,
+    memo_for,
+    min_cut_rivals,
+    peak_in_deferred_tail,
+)
 from .saved import close_over_bans, min_cut_hazards, private_copies
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
 from .solvers.dominant import discount_dominant, spare_dominant
 from .solvers.least_held import least_held
 from .solvers.plan import make_plan
+from .timing import StepEstimate, step_seconds
 
 __all__ = ["partition", "PartitionReport", "BudgetError", "last_reports"]
 
@@ -143,43 +162,6 @@ class PartitionReport:
 REBUILD_NEAR_USE = False
 DISCOUNTS = (0.5, 0.0)  # shares of a dominant stage's excess kept in the extra least-peak candidates
 
-# A layer piece (a graph fragment called from a forward that runs in Python with under half of
-# the model's parameters, :mod:`fxremat.fragments`: most likely called once per layer, or per
-# expert hit in an MoE loop): every byte it holds into its backward (saved values and outputs, the
-# replay's ``held_bytes``) stays alive while the later graphs run, so the step's peak is about the
-# held bytes of the graphs before plus one graph's own peak.  Its plan is the pair of least own
-# peak + FRAGMENT_HELD_WEIGHT x held bytes among the pairs whose own peak is at most
-# FRAGMENT_SLACK above the least (its own plans' and min-cut's).  The weight counts held bytes as
-# alive through at least one more graph like this one: a judgement, not a measured optimum
-# (docs/design.md, "Graph fragments"); recomputing all of a layer can cost ~1.4x its least own
-# peak, hence the slack.  A fragment that is a large part of the model (a top-level frame broken
-# at a graph break, most of the model called from a wrapper's forward) runs once, followed once by
-# the rest: LARGE_PART_RULE weighs its held bytes once, within 1.25x its least own peak.  Measured
-# through Inductor (2026-12-06): HF ProphetNet 62.1 MiB against 86.3 planned as a whole graph, HF
-# WavLM 40.5 against 39.6, a synthetic 6-layer transformer broken before a 1000-class loss 15.2
-# against 15.5 and before a 10-class loss 14.8 against 12.8 (where the rest is light, the held
-# bytes matter little and the cap bounds the loss).
-FRAGMENT_HELD_WEIGHT = 2
-FRAGMENT_SLACK = 0.5
-LARGE_PART_RULE = (1, 0.25)  # (held weight, slack) of a fragment that is no layer piece
-
-
-def _rule(fragment: Fragment | None) -> tuple[int, float] | None:
-    """(held weight, slack) of a fragment's plan; None: not a fragment."""
-    if fragment is None:
-        return None
-    return (FRAGMENT_HELD_WEIGHT, FRAGMENT_SLACK) if fragment.layer_piece else LARGE_PART_RULE
-
-
-def fragment_order(least: Timeline, rule: tuple[int, float]) -> Callable[[Timeline], tuple[bool, int, int]]:
-    """Sort key of a fragment's pairs, given the pair of least own peak and the fragment's
-    ``rule`` (held weight, slack; :func:`_rule`): pairs within the slack above that peak first,
-    then least own peak + weight x held bytes, then least peak."""
-    weight, slack = rule
-    limit = (1 + slack) * least.peak_bytes
-    return lambda t: (t.peak_bytes > limit, t.peak_bytes + weight * t.held_bytes, t.peak_bytes)
-
-
 MAX_REPORTS = 256
 _REPORTS: deque[PartitionReport] = deque(maxlen=MAX_REPORTS)
 
@@ -210,13 +192,13 @@ def partition(
     """AOTAutograd ``partition_fn`` with the signature of ``min_cut_rematerialization_partition``.
     ``fragment``: whether and why the graph is followed by more of the step's forward
     (:func:`fxremat.fragments.fragment_of`); a fragment, without a budget, is planned for its own
-    peak and the bytes it holds into its backward (:func:`fragment_order`, :func:`_rule`)."""
+    peak and the bytes it holds into its backward (:func:`~fxremat.fragments.fragment_order`, ``Fragment.rule``)."""
     options = options or Options()
     start = time.perf_counter()
     # Everything AOTAutograd passed; each of torch's partitioners gets the part it accepts
     # (default_partition takes no ``compiler``).
     pkw = {"num_fwd_outputs": num_fwd_outputs, "static_lifetime_input_indices": static_lifetime_input_indices, **kwargs}
-    memo = _memo(joint_module, pkw)
+    memo = memo_for(joint_module, pkw)
     try:
         with _default_min_cut_budget():
             mc_fw, mc_bw = memo.min_cut(joint_module, joint_inputs, pkw, None)
@@ -238,11 +220,11 @@ def partition(
             if planned and not _other_layout_may_win(planned[0][2], jg.cpu_layouts):
                 break
             jgl, sub = replace(jg, channels_last=channels_last), memo.for_layout(channels_last)
-            rival = functools.partial(_min_cut_at_fraction, joint_module, joint_inputs, pkw, jgl, options, sub)
+            rival = functools.partial(min_cut_rivals, joint_module, joint_inputs, pkw, jgl, options, sub)
             mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last, jgl.outputs_dropped)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
-        if _rule(fragment) is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
+        if fragment is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
             fw, bw, report = _with_private_copies(jg, (fw, bw, report), options, mc_fw, unsafe, memo.key, fragment,
                                                   static_lifetime_input_indices)
         report = replace(report, seconds=time.perf_counter() - start, min_cut_step=step_seconds(mc_fw, mc_bw, jg.inductor))
@@ -252,14 +234,14 @@ def partition(
     except Exception as exc:  # noqa: BLE001 - any failure must fall back, loudly
         if not unsafe:  # min-cut's pair is safe, or nothing is known: what PyTorch itself would run
             log.warning("fxremat: falling back to PyTorch's min-cut partitioner: %s: %s", type(exc).__name__, exc)
-            return _handed_out(mc_fw, mc_bw)
+            return handed_out(mc_fw, mc_bw)
         log.warning(
             "fxremat: falling back to PyTorch's default_partition (min-cut %s): %s: %s",
             unsafe[0], type(exc).__name__, exc,
         )
         return _torch.default_partition_of(joint_module, joint_inputs, **pkw)
     _REPORTS.append(report)
-    fw, bw = _handed_out(mc_fw, mc_bw) if report.chosen == "min-cut" else _handed_out(fw, bw)
+    fw, bw = handed_out(mc_fw, mc_bw) if report.chosen == "min-cut" else handed_out(fw, bw)
     if jg.inductor and _torch.inductor_fallback_random():
         try:
             chained = _torch.order_random_ops(fw)
@@ -288,7 +270,7 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
                          static_indices: list[int] | None) -> tuple[fx.GraphModule, fx.GraphModule, PartitionReport]:
     """A fragment's plan, or its plan on the joint graph whose forward reads private copies of the
     caller-visible inputs a recomputation would start from (:func:`~fxremat.saved.private_copies`),
-    whichever :func:`fragment_order` puts first, the copies it saves counted
+    whichever :func:`~fxremat.fragments.fragment_order` puts first, the copies it saves counted
     ``1 + PRIVATE_COPY_EXTRA`` times (:data:`PRIVATE_COPY_EXTRA`)."""
     try:
         copies = private_copies(jg)
@@ -296,12 +278,12 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
             return planned
         jg2 = replace(analyze(copies.joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
                               inductor=jg.inductor, outputs_dropped=jg.outputs_dropped), channels_last=jg.channels_last)
-        other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], _Memo(key), fragment)
+        other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], Memo(key), fragment)
     except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
         return planned
     ours = planned[2].timeline
-    order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes), _rule(fragment))
+    order = fragment_order(min((planned[2].min_cut, ours, other[2].timeline), key=lambda t: t.peak_bytes), fragment.rule)
     extra = int(PRIVATE_COPY_EXTRA * sum(b for name, b in copies.clones.items() if name in other[2].saved))
     if order(replace(other[2].timeline, held_bytes=other[2].timeline.held_bytes + extra)) < order(ours):
         log.info("fxremat: a graph fragment's plan reads private copies of %s (caller-visible inputs): %s held, "
@@ -380,76 +362,6 @@ def _layout_name(channels_last: bool) -> str:
     return "channels-last" if channels_last else "contiguous"
 
 
-def _handed_out(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """Copies of a memoized pair: AOTAutograd and Inductor edit the graphs they are given, and a
-    later partition call on the same joint graph may hand the same pair out again."""
-    return _torch.copy_joint(fw), _torch.copy_joint(bw)
-
-
-class _Extracted(NamedTuple):
-    """One plan's saved set (names), extracted pair and predicted timeline."""
-
-    saved: tuple[str, ...]
-    fw: fx.GraphModule
-    bw: fx.GraphModule
-    timeline: Timeline
-    step: StepEstimate
-
-
-class _Memo:
-    """What every partition call on one joint graph shares: min-cut's pairs by fraction and the
-    pairs extracted for fxremat's plans.  AOTAutograd partitions a joint graph once; a budget sweep
-    partitions it many times, and each min-cut run or extraction costs a second on a
-    small transformer.  Keyed by the graph object (entries die with it) and by the arguments that
-    change a result (an AOTAutograd joint graph is not edited after it is partitioned); what leaves
-    the memo is a copy (:func:`_handed_out`), so nothing in it is ever edited."""
-
-    def __init__(self, key: tuple) -> None:
-        self.key = key
-        self.min_cuts: dict[float | None, tuple[fx.GraphModule, fx.GraphModule]] = {}
-        self.solves: dict = {}  # torch's max-flow answers, shared by min-cut's runs (_torch.shared_solves)
-        self.rivals: dict[float, _Rival | None] = {}
-        self.extracted: dict[tuple[str, tuple], _Extracted] = {}  # by plan (chain, checkpoints) or saved names
-        self.layouts: dict[bool, _Memo] = {}
-
-    def for_layout(self, channels_last: bool) -> "_Memo":
-        """The memo of one CPU layout's planning: min-cut's pairs are shared, their replays and
-        fxremat's extracted pairs (whose timelines depend on the layout's scratch) are not."""
-        if channels_last not in self.layouts:
-            child = self.layouts[channels_last] = _Memo(self.key)
-            child.min_cuts = self.min_cuts
-            child.solves = self.solves
-        return self.layouts[channels_last]
-
-    def min_cut(self, joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
-                fraction: float | None) -> tuple[fx.GraphModule, fx.GraphModule]:
-        """Min-cut's pair at ``activation_memory_budget`` = ``fraction`` (None: whatever the caller's
-        context sets); failures are not memoized: they raise again."""
-        if fraction not in self.min_cuts:
-            with _torch.activation_memory_budget(fraction), _torch.shared_solves(self.solves):
-                self.min_cuts[fraction] = _torch.min_cut(joint, joint_inputs, **pkw)
-        return self.min_cuts[fraction]
-
-
-_MEMOS: weakref.WeakKeyDictionary[fx.GraphModule, _Memo] = weakref.WeakKeyDictionary()
-
-
-def _memo(joint: fx.GraphModule, pkw: dict[str, Any]) -> _Memo:
-    key = (pkw["num_fwd_outputs"], tuple(pkw.get("static_lifetime_input_indices") or ()), pkw.get("compiler"))
-    memo = _MEMOS.get(joint)
-    if memo is None or memo.key != key:
-        memo = _MEMOS[joint] = _Memo(key)
-    return memo
-
-
-def min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, fraction: float, **kwargs: Any
-                 ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """Min-cut's pair for ``joint`` at ``activation_memory_budget=fraction``, memoized as the
-    partition function's own budget candidates are (tests compare against it without paying for
-    min-cut twice).  ``kwargs``: what AOTAutograd passes the partitioner."""
-    return _handed_out(*_memo(joint, kwargs).min_cut(joint, joint_inputs, kwargs, fraction))
-
-
 def _merged_copy(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: list[int] | None,
                  inductor: bool) -> fx.GraphModule:
     """The joint graph fxremat plans: a copy with duplicate attention masks merged and, under
@@ -464,120 +376,9 @@ def _merged_copy(joint: fx.GraphModule, num_fwd_outputs: int, static_indices: li
     return copy
 
 
-class _Rival(NamedTuple):
-    """Min-cut's pair at ``activation_memory_budget`` = a fraction: a budget candidate (``rebuilt``:
-    the pair fxremat extracted for min-cut's saved set, made safe, because min-cut's own is not)."""
-
-    fw: fx.GraphModule
-    bw: fx.GraphModule
-    timeline: Timeline
-    step: StepEstimate
-    fraction: float
-    rebuilt: str | None = None  # why min-cut's own pair could not run (None: it is min-cut's own)
-
-    @property
-    def reason(self) -> str:
-        if self.rebuilt:
-            return f"min-cut's saved set at activation_memory_budget={self.fraction!r}, made safe (min-cut {self.rebuilt})"
-        return f"min-cut's pair at activation_memory_budget={self.fraction!r}"
-
-
-# fxremat's pair for a saved set given by name (None: not one fxremat can extract): see _min_cut_pair.
-Rebuild = Callable[[list[str]], "tuple[fx.GraphModule, fx.GraphModule, Timeline, StepEstimate] | None"]
-
-
-# Min-cut's fractions tried as budget candidates beside the user's own: every budget has every
-# pair of the grid, so a lower fraction's leaner pair can run at a higher fraction when it is as
-# fast, and a lower budget (capped by the one above) never predicts a higher peak.
-RIVAL_GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
-
-
-def _min_cut_at_fraction(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
-                         options: Options, memo: _Memo, rebuild: Rebuild) -> list[_Rival]:
-    """With ``memory_budget`` a fraction ``f`` below 1: min-cut's pairs at
-    ``activation_memory_budget`` = ``f`` and at every fraction of :data:`RIVAL_GRID` (each made
-    safe where it is not, see :func:`_min_cut_pair`), highest fraction first; empty otherwise
-    (never raises).
-
-    The two fractions measure different things (fxremat's: of the activation chain's peak without
-    recomputation; min-cut's: of its saved bytes), so a user comparing the knobs at one value could
-    find min-cut's lower or faster: its pairs are candidates like fxremat's own plans.  The grid
-    keeps budgets monotone: without it, min-cut's pair at 0.4 could be chosen at 0.4 and be missing
-    at 0.3 (a transformer predicted 2.75 MiB at 0.4 and 2.88 at 0.3, 2026-12-02).  The fractions
-    below ``f`` count because min-cut's low budgets can be its fastest pairs as well as its leanest
-    (on CPU CNNs: ConvNeXt 160 px at 0.2, 2026-12-03), so a user's high fraction should not miss
-    them; the price is up to ten min-cut runs per graph at any fraction."""
-    fraction = options.memory_budget
-    if not isinstance(fraction, float) or fraction >= 1.0:
-        return []
-    out = []
-    for f in sorted({fraction, *RIVAL_GRID}, reverse=True):
-        if f not in memo.rivals:
-            memo.rivals[f] = _min_cut_pair(joint, joint_inputs, pkw, jg, f, memo, rebuild)
-        if memo.rivals[f] is not None:
-            out.append(memo.rivals[f])
-    return out
-
-
-def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any], jg: JointGraph,
-                  fraction: float, memo: _Memo, rebuild: Rebuild) -> _Rival | None:
-    """Min-cut's pair at ``fraction`` as a candidate.  Where :func:`~fxremat.saved.min_cut_hazards`
-    finds anything (it would save a caller-visible input, recompute a random op without replaying
-    its RNG state, or recompute a banned node), the candidate is fxremat's own pair for min-cut's
-    saved set instead, completed as every plan of fxremat's is (``rebuild``: the first value past a
-    caller-visible one saved instead of it, random ops replayed, banned values saved).  min-cut's
-    budget pairs keep the layers' cheap values out of the saved set, which fxremat's curve, built
-    on min-cut's default saved set, does not: on HF BERT and ConvNeXt every one of them is unsafe
-    for one caller-visible input alone, and made safe they predict less than fxremat's plans at
-    the same fraction for no more time (ConvNeXt 160 px at 0.8: 72.3 MiB against 99.8).  A safe
-    pair runs as min-cut made it, but for Inductor with its returned products deferred as in every
-    backward fxremat extracts (:func:`_deferred`; HF RegNet at 0.8: 103.4 -> 94.0 MiB predicted),
-    unless its replayed peak falls among the moved products and the pair without them is lower."""
-    try:
-        fw, bw = memo.min_cut(joint, joint_inputs, pkw, fraction)
-        why = min_cut_hazards(fw, bw, jg)
-        if not why:
-            later = _deferred(bw, jg) if jg.inductor else bw
-            timeline = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
-            if later is not bw and _peak_in_deferred_tail(timeline, later):
-                plain = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
-                later, timeline = (bw, plain) if plain.peak_bytes < timeline.peak_bytes else (later, timeline)
-            return _Rival(fw, later, timeline, step_seconds(fw, later, jg.inductor), fraction)
-        names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]
-        rebuilt = rebuild(names)
-        if rebuilt is None:
-            log.info("fxremat: min-cut at activation_memory_budget=%r is not a candidate: %s", fraction, why[0])
-            return None
-        log.debug("fxremat: min-cut at activation_memory_budget=%r %s: its saved set made safe is the candidate",
-                  fraction, why[0])
-        return _Rival(*rebuilt, fraction, why[0])
-    except Exception as exc:  # noqa: BLE001 - an optional candidate: its failure changes nothing
-        log.info("fxremat: min-cut at activation_memory_budget=%r failed (%s: %s): not a candidate",
-                 fraction, type(exc).__name__, exc)
-        return None
-
-
-def _deferred(bw: fx.GraphModule, jg: JointGraph) -> fx.GraphModule:
-    """min-cut's backward with its returned products run last (as in every backward fxremat
-    extracts for Inductor), on a copy: the memo keeps min-cut's own pair."""
-    out = _torch.copy_joint(bw)
-    return out if _defer_products(out, jg) else bw
-
-
-def _defer_products(bw: fx.GraphModule, jg: JointGraph) -> int:
-    """:func:`defer_returned_products` on ``bw``, counting the joint graph's primals (parameters
-    and the step's inputs, which the caller holds) as no operand's cost."""
-    return defer_returned_products(bw, frozenset(p.name for p in jg.primals))
-
-
-def _peak_in_deferred_tail(timeline: Timeline, bw: fx.GraphModule) -> bool:
-    """Whether the replayed peak falls among the products moved to ``bw``'s end, the only place a
-    deferral can raise it: there the pair without the move may replay lower."""
-    return timeline.labels[timeline.peak_step] in deferred_tail(bw)
-
 
 def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: Timeline, unsafe: list[str],
-          rivals_of: Callable[[Rebuild], list[_Rival]], memo: _Memo, fragment: Fragment | None = None):
+          rivals_of: Callable[[Rebuild], list[Rival]], memo: Memo, fragment: Fragment | None = None):
     """The pair to run and its report.  ``rivals_of(rebuild)``: min-cut's budget candidates, asked
     for only once a strict budget is known to be met (each of its min-cut runs costs seconds)."""
     joint, num_fwd_outputs = jg.module, jg.num_fwd_outputs
@@ -597,7 +398,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     always = [n for n in closed if not _torch.is_sym_node(n)]  # saved by every plan
     convolutions = bool(_torch.convolutions(joint))
     twins = forward_twins(jg)  # the backward's own copies of forward values (min-cut CSEs them)
-    rule = _rule(fragment)  # (held weight, slack) of a fragment; None: not one
+    rule = fragment.rule if fragment else None  # (held weight, slack) of a fragment; None: not one
 
     # The chain that counts the always-saved values in every segment is the faithful one (and the
     # only one a budget is checked against).  The least-peak candidates also include the plan of
@@ -690,7 +491,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
             memo.extracted[key] = _extract(jg, closed, sym, twins, base_tensors)
         return out + [_Candidate(lin.chain, make_plan(lin.chain, range(1, lin.chain.n)), *memo.extracted[key])]
 
-    def fastest_within(fraction: float, cap: float) -> _Candidate | _Rival:
+    def fastest_within(fraction: float, cap: float) -> _Candidate | Rival:
         """Of fxremat's candidates at ``fraction`` (met) and min-cut's pairs of the grid, the
         fastest (by the time model) predicted within the fraction's budget, within ``cap`` and no
         higher than min-cut's least pair there; among those whose estimates are within
@@ -765,7 +566,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         best = yielded
     chain, plan, saved_names, fw, bw, timeline, step = best
     rivals = rivals_of(rebuild)
-    pick: _Candidate | _Rival = best
+    pick: _Candidate | Rival = best
     if met and rivals:
         # A fraction: at each grid fraction from the highest down to the user's, the fastest pair
         # within that fraction's budget, no higher than the pick of the fraction above (monotone).
@@ -777,7 +578,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         pick = min([best, *rivals], key=lambda c: c.timeline.peak_bytes)
     if isinstance(pick, _Candidate):
         chain, plan, saved_names, fw, bw, timeline, step = pick
-    if isinstance(pick, _Rival) and (unsafe or pick.timeline.peak_bytes <= mc_timeline.peak_bytes):
+    if isinstance(pick, Rival) and (unsafe or pick.timeline.peak_bytes <= mc_timeline.peak_bytes):
         # min-cut's pair at a fraction (the plan fields of the report describe fxremat's best plan)
         fw, bw, timeline, step = pick.fw, pick.bw, pick.timeline, pick.step
         chosen, reason = "fxremat", pick.reason
@@ -838,7 +639,7 @@ class _Candidate(NamedTuple):
 
 
 def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tuple[Twin, ...],
-             held: list[fx.Node], defer: bool = True) -> _Extracted:
+             held: list[fx.Node], defer: bool = True) -> Extracted:
     """Extracted and scheduled graphs, and their predicted timeline, for a complete saved set (one
     :func:`~fxremat.saved.close_over_bans` returned); ``held``: min-cut's saved values (with
     :data:`REBUILD_NEAR_USE`, copies of them may be rebuilt near their use).  Where the replay's
@@ -858,18 +659,18 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         accumulate_sums_by_addmm(bw)  # after it: the sums it leaves to Inductor
         keep_matmuls_in_place(bw)
         if defer:  # last: it moves the products the rewrites above left returned
-            _defer_products(bw, jg)
+            defer_products(bw, jg)
         split_shared_transcendentals(bw)
         store_before_recomputation(bw, jg.channels_last)
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
     timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
-    if defer and jg.inductor and _peak_in_deferred_tail(timeline, bw):
+    if defer and jg.inductor and peak_in_deferred_tail(timeline, bw):
         plain = _extract(jg, saved, sym, twins, held, defer=False)
         if plain.timeline.peak_bytes < timeline.peak_bytes:
             return plain
-    return _Extracted(tuple(n.name for n in saved), fw, bw, timeline, step_seconds(fw, bw, jg.inductor))
+    return Extracted(tuple(n.name for n in saved), fw, bw, timeline, step_seconds(fw, bw, jg.inductor))
 
 
 def _log_report(r: PartitionReport) -> None:

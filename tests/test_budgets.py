@@ -28,6 +28,7 @@ from zoo import ZOO
 import fxremat
 import fxremat.analysis
 import fxremat.partitioner
+import fxremat.rivals
 import fxremat.saved
 from fxremat import Options, _torch, make_backend
 from fxremat.backend import min_cut_backend
@@ -149,7 +150,7 @@ def test_every_budget_on_the_curve(monkeypatch):
 
     def breakpoints(joint, joint_inputs, kwargs):
         fxremat.partition(joint, joint_inputs, options=Options(memory_budget=1.0), **kwargs)  # computes the curve
-        memos.append(fxremat.partitioner._MEMOS[joint])
+        memos.append(fxremat.rivals._MEMOS[joint])
         return [p.peak_bytes for p in curves[0]]  # ints: bytes on the chain model
 
     reports = plan_each(*masked(), breakpoints)
@@ -203,7 +204,7 @@ def test_no_higher_than_min_cut_at_the_same_fraction(name):
 
     def budgets(joint, joint_inputs, kwargs):
         for f in fractions:
-            fw, bw = fxremat.partitioner.min_cut_pair(joint, joint_inputs, f, **kwargs)  # memoized: planning reuses it
+            fw, bw = fxremat.rivals.min_cut_pair(joint, joint_inputs, f, **kwargs)  # memoized: planning reuses it
             random = any(_torch.is_random(n) for n in bw.graph.nodes)
             rivals[f] = None if random else simulate(fw, bw, kwargs["num_fwd_outputs"], False).peak_bytes
         return fractions
@@ -232,8 +233,8 @@ def test_min_cut_at_the_same_fraction_never_dominates_the_pair_run(name):
         return FRACTIONS[1:]
 
     reports = plan_each(model, inputs, budgets)
-    rivals = fxremat.partitioner._MEMOS[joints[0]].for_layout(False).rivals
-    assert set(fxremat.partitioner.RIVAL_GRID) <= set(rivals), sorted(rivals)  # every grid fraction was a candidate
+    rivals = fxremat.rivals._MEMOS[joints[0]].for_layout(False).rivals
+    assert set(fxremat.rivals.RIVAL_GRID) <= set(rivals), sorted(rivals)  # every grid fraction was a candidate
     checked = []
     for f in FRACTIONS[1:]:
         ours = reports[f]
@@ -288,7 +289,7 @@ def test_an_unsafe_min_cut_pair_runs_made_safe():
     rival: dict[str, int] = {}
 
     def partition(joint, joint_inputs, **kwargs):
-        fw, bw = fxremat.partitioner.min_cut_pair(joint, joint_inputs, 0.5, **kwargs)
+        fw, bw = fxremat.rivals.min_cut_pair(joint, joint_inputs, 0.5, **kwargs)
         jg = fxremat.analysis.analyze(joint, num_fwd_outputs=kwargs["num_fwd_outputs"],
                                       static_lifetime_input_indices=kwargs.get("static_lifetime_input_indices"))
         rival["hazards"] = len(fxremat.saved.min_cut_hazards(fw, bw, jg))
@@ -342,7 +343,7 @@ def test_no_budget_is_no_higher_than_an_unmet_budgets_own_plans(monkeypatch):
     pytest.importorskip("transformers")
     from bench.hf_models import make_hf_case
 
-    monkeypatch.setattr(fxremat.partitioner, "_min_cut_at_fraction", lambda *args, **kwargs: [])
+    monkeypatch.setattr(fxremat.partitioner, "min_cut_rivals", lambda *args, **kwargs: [])
     built = make_hf_case("t5", "tiny", True).build("cpu")
     reports = plan_each(built.module, built.inputs, [None, 0.01], planned_for="inductor")
     least, unmet = reports[None], reports[0.01]

@@ -16,6 +16,7 @@ from helpers import RecordingPartitioner, loss_of
 
 import fxremat
 import fxremat.partitioner
+import fxremat.rivals
 from fxremat import Options, _torch, make_backend
 from fxremat.profiling import measure_peak
 from fxremat.report import captured_warnings
@@ -91,7 +92,7 @@ def test_partition_memo_dies_with_the_joint_graph():
         joints.append(weakref.ref(joint))
         for b in (None, 0.5, None):
             handed.extend(fxremat.partition(joint, joint_inputs, options=Options(memory_budget=b), **kwargs))
-        memo = fxremat.partitioner._MEMOS[joint]
+        memo = fxremat.rivals._MEMOS[joint]
         layouts = list(memo.layouts.values())  # one per CPU layout planned
         assert memo.min_cuts and layouts and all(m.extracted and m.rivals for m in layouts)
         memoized = {id(g) for pair in memo.min_cuts.values() for g in pair}

@@ -765,7 +765,8 @@ def test_min_cut_pair_is_deferred_on_a_copy():
     backwards, on a copy: the memo's pair (min-cut's own, the report's baseline) is untouched."""
     from types import SimpleNamespace
 
-    from fxremat.partitioner import _deferred
+    from fxremat.rivals import deferred as _deferred
+
     bw = make_fx(_late_convolution, tracing_mode="fake")(*CONV_ARGS)
     before = str(bw.graph)
     weight = next(n for n in bw.graph.nodes if n.name == "w_1")
@@ -785,6 +786,7 @@ def test_deferral_that_raises_the_last_peak_is_undone(monkeypatch):
     pytest.importorskip("transformers")
     from bench.breadth_models import CASES
     from fxremat import partitioner as P
+    from fxremat import rivals
     from fxremat.profiling import output_loss
 
     def predicted(guard: bool) -> tuple[int, int]:
@@ -792,7 +794,7 @@ def test_deferral_that_raises_the_last_peak_is_undone(monkeypatch):
         torch._dynamo.reset()
         with monkeypatch.context() as m:
             if not guard:
-                m.setattr(P, "deferred_tail", lambda bw: frozenset())
+                m.setattr(rivals, "deferred_tail", lambda bw: frozenset())
             out = torch.compile(module, backend=inductor_mode_backend(partition, []))(*inputs)
             (loss_fn(out) if loss_fn else output_loss(out)).backward()
         report = P.last_reports()[-1]

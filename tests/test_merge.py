@@ -192,13 +192,13 @@ def test_stored_mask_trains_like_eager_through_inductor():
     expected = [p.grad.clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)
     seen = []
-    original = fxremat.partitioner._handed_out
+    original = fxremat.partitioner.handed_out
 
     def spy(fw, bw):
         seen.append(sum(_torch.is_realize(n) for n in fw.graph.nodes))
         return original(fw, bw)
 
-    with _torch.caches_disabled(), unittest.mock.patch.object(fxremat.partitioner, "_handed_out", spy):
+    with _torch.caches_disabled(), unittest.mock.patch.object(fxremat.partitioner, "handed_out", spy):
         torch.compile(model, backend=fxremat.backend)(x, keep).backward()
     assert seen == [1], "the forward handed to Inductor stores the mask once"
     for got, want in zip((p.grad for p in model.parameters()), expected):
