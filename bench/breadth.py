@@ -37,8 +37,11 @@ from fxremat.report import captured_warnings
 
 from .breadth_models import CASES as _CASES
 from .breadth_more import MORE
+from .breadth_round6_a import ROUND6_A
+from .breadth_round6_b import ROUND6_B
 
-CASES = {**_CASES, **MORE}  # round 5 (bench.breadth_more): 41 families added 2026-12-05
+# round 5 (bench.breadth_more): 41 families added 2026-12-05; round 6: added 2026-12-06
+CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B}
 
 MIB = 2**20
 
@@ -130,15 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fallback-random", action="store_true", help="Inductor's fallback_random=True")
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
     p.add_argument("--medium", action="store_true",
-                   help="the cases of bench.breadth_medium and breadth_medium_more (activation-dominated sizes)")
+                   help="the cases of bench.breadth_medium, _more and _round6 (activation-dominated sizes)")
     p.add_argument("--hf-ckpt", action="store_true", help="with --inductor: also HF per-layer checkpointing's peak")
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
     if args.medium:
         from .breadth_medium import MEDIUM
         from .breadth_medium_more import MEDIUM_MORE
+        from .breadth_medium_round6 import MEDIUM_ROUND6
 
-        cases = {**MEDIUM, **MEDIUM_MORE}
+        cases = {**MEDIUM, **MEDIUM_MORE, **MEDIUM_ROUND6}
     else:
         cases = CASES
     if args.list:
