@@ -4,11 +4,19 @@ Built as :mod:`bench.breadth_medium` builds its language models: 4 layers, width
 sequence 512, batch 2, vocabulary 4096, a right-padded attention mask, every dropout 0 (gradients compare with
 eager's); the features that make a family distinct are kept and scaled with the sequence (sliding windows of 128,
 chunks and blocks of 64, experts of width 128).  Families alternating layer kinds get the pattern over 4 layers.
-Random weights from configs (seed 0 before each build), nothing downloaded.  Nothing in fxremat was tuned on them.
+Vision cases: the round-6 builders of :mod:`bench.breadth_round6_b` at larger inputs (their towers stay at width
+64, 2-4 layers, so activations dominate): the two torchvision-style convnets at 160 px, batch 8, stochastic depth
+and dropout 0; video at 8 frames of 64 px; super-resolution and depth at 64 px (drop path 0.1 kept there: compare
+those with min-cut, not eager).  Random weights from configs (seed 0 before each build), nothing downloaded.
+Nothing in fxremat was tuned on them.
 """
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
+
+from . import breadth_round6_b as r6b
 from .breadth_medium import DECODER, LMK, D, S
 from .breadth_more import _seeded_lm as _lm
 
@@ -23,6 +31,28 @@ MOE = {"num_experts_per_tok": 2, "output_router_logits": True, "router_aux_loss_
 def _dec(cls, cfg, **kw):
     return lambda: _lm(cls, cfg, **{**DECODER, **kw}, **LMK)
 
+
+def efficientnetv2(batch=8, image=160):
+    """:class:`bench.breadth_round6_b.EfficientNetV2ish` without stochastic depth or head dropout."""
+    torch.manual_seed(0)
+    model = r6b.EfficientNetV2ish(sd=0.0)
+    model.head[3].p = 0.0
+    return (model, (torch.randn(batch, 3, image, image),),
+            lambda o: F.cross_entropy(o, torch.arange(o.shape[0]) % 10, label_smoothing=0.1))
+
+
+VISION = {
+    # Fused-MBConv early, MBConv + squeeze-excite late, train-mode BatchNorm (160 px, batch 8)
+    "tv-efficientnetv2": efficientnetv2,
+    # grouped 3x3 convs, SE, zero-init last BN, in-place add/ReLU, channels_last model and input (160 px, batch 8)
+    "tv-regnety-cl": lambda: r6b.regnety_cl(batch=8, image=160),
+    # divided space-time attention over 8 frames of 64 px (512 patch tokens)
+    "timesformer": lambda: r6b.timesformer(batch=2, frames=8, image=64),
+    # x2 super-resolution of 64 px images (4096 tokens in 4x4 windows), pixel shuffle, L1 loss
+    "swin2sr": lambda: r6b.swin2sr(batch=2, image=64),
+    # DINOv2 backbone (256 tokens), DPT neck and depth head at 64 px, scale-invariant log loss
+    "depth-anything": lambda: r6b.depth_anything(batch=4, image=64),
+}
 
 MEDIUM_ROUND6 = {
     # per-head q/k RMSNorm before rotary, GQA
@@ -74,4 +104,5 @@ MEDIUM_ROUND6 = {
     # NoPE on every other layer, GQA
     "smollm3": _dec("SmolLM3ForCausalLM", "SmolLM3Config", num_key_value_heads=2, no_rope_layers=[1, 0, 1, 0],
                     pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    **VISION,
 }

@@ -13,7 +13,9 @@ from bench.breadth import run_case  # noqa: E402 - after the importorskip
 pytestmark = pytest.mark.usefixtures("fresh_compile")
 
 NAMES = ["meta-llama-complex", "moe-topk", "custom-fn", "nograd-part", "emb-scatter", "shared-layers", "mistral",
-         "conv-decoder"]
+         "conv-decoder",
+         # round 6 (held out, 2026-12-06): MLA + grouped sigmoid routing; Mamba-2's chunked scan
+         "deepseek-v3", "mamba2"]
 
 
 @pytest.mark.parametrize("name", NAMES)
