@@ -26,7 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .breadth_models import KW, hf_model, lm, pad_mask, stochastic_depth, vision
+from .breadth_models import KW, hf_model, pad_mask, stochastic_depth
+from .breadth_more import _seeded_lm, _seeded_vision
 
 __all__ = ["ROUND6_B"]
 
@@ -40,16 +41,6 @@ TXT = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_lay
 # wav2vec2-style conv feature extractors (1600 samples -> 39 frames)
 CONV = dict(conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
             num_conv_pos_embedding_groups=4)
-
-
-def _seeded_lm(*a, **kw):
-    torch.manual_seed(0)
-    return lm(*a, **kw)
-
-
-def _seeded_vision(*a, **kw):
-    torch.manual_seed(0)
-    return vision(*a, **kw)
 
 
 def _hf(cls_name, cfg_name, inputs, out, loss_fn, fixed=None, **kw):
