@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 import torch.fx as fx
 
@@ -120,7 +120,9 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     rebuilt = _rebuilt(jg, born)
     pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
-    options = _long_lived(tracked, born, last_use, readers, len(forward), first_read)
+    small = max((jg.storage_bytes[k] for k in tracked), default=0) // SMALL_FRACTION
+    options = _long_lived(tracked, born, last_use, readers, len(forward), first_read,
+                          {k for k in tracked if jg.storage_bytes[k] <= small})
     build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
     if score is None or len(options) == 1:
         return build(options[-1])
@@ -350,7 +352,8 @@ LONG_LIVED_SPAN = 0.25  # or a storage alive across at least this share of the f
 
 
 def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
-                readers: dict[object, list[int]], length: int, first_read: dict[object, int]) -> list[set[object]]:
+                readers: dict[object, list[int]], length: int, first_read: dict[object, int],
+                small: Collection[object] = ()) -> list[set[object]]:
     """Storages read across many layers (an attention mask, rotary tables, an encoder's output
     read by every decoder layer) cross every boundary of the layers they span, so no boundary
     there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
@@ -359,7 +362,10 @@ def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[o
     read in at least 3 of the resulting stages, or is computed early and first read late
     (:func:`_idle_skip`: HF GIT's text embeddings, computed before the vision encoder and read
     after it by the concatenation of image and text tokens, left the whole vision encoder one
-    stage, 2026-12-05); returned from k = 0 to the ``k`` that gives the most boundaries (the
+    stage, 2026-12-05), or is ``small`` (at most 1/16 of the largest tracked storage) and unread
+    for a quarter of the forward between two reads (:func:`_idle_gap`: an MoE router's logits,
+    read by its layer and again by the auxiliary loss after the last layer, left HF GPT-OSS's
+    last three layers one stage, 2026-12-06); returned from k = 0 to the ``k`` that gives the most boundaries (the
     last).  Taking a storage that spans one sublayer (a residual
     stream value) also passes that test, but it pins a value the plan would rather checkpoint or
     recompute, so the caller compares the options on the chain they give."""
@@ -369,7 +375,8 @@ def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[o
         drop = set(longest[:k])
         bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
         spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS
-                     or _idle_skip(key, born, last_use, first_read, length) for key in drop)
+                     or _idle_skip(key, born, last_use, first_read, length)
+                     or (key in small and _idle_gap(key, born, readers, length)) for key in drop)
         if spread and len(bounds) > best_count:
             options.append(drop)
             best_count = len(bounds)
@@ -384,6 +391,13 @@ def _idle_skip(key: object, born: dict[object, int], last_use: dict[object, int]
     data)."""
     span = last_use[key] - born[key]
     return span >= LONG_LIVED_SPAN * length and first_read[key] - born[key] >= span / 2
+
+
+def _idle_gap(key: object, born: dict[object, int], readers: dict[object, list[int]], length: int) -> bool:
+    """Whether ``key`` goes unread for at least ``LONG_LIVED_SPAN`` of the forward between its
+    birth or one read and the next read (alive across those positions whatever is checkpointed)."""
+    reads = sorted({born[key], *readers[key]})
+    return any(b - a >= LONG_LIVED_SPAN * length for a, b in zip(reads, reads[1:]))
 
 
 _SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty",

@@ -259,3 +259,35 @@ def test_value_computed_early_and_read_late_frees_the_cuts(monkeypatch):
     monkeypatch.setattr(fxremat.linearize, "_idle_skip", lambda *a, **k: False)
     without = linearize(jg, base, always, score=least_peak)
     assert without.chain.n <= 4 and least_peak(lin.chain) < least_peak(without.chain)  # the stack one stage
+
+
+
+def test_small_value_read_again_after_the_stack_frees_the_cuts():
+    """Each block's router logits, read by its gate at once and again by an auxiliary loss after
+    the last block, cross every later boundary.  Read in two stages only and read at once, neither
+    the three-stage test nor the idle-start test takes them; small (at most 1/16 of the largest
+    tracked storage) and unread for a quarter of the forward, they are taken and free the cuts
+    between the blocks (HF GPT-OSS's last three layers were one stage: 151.7 -> 89.2 MiB
+    predicted, 2026-12-06).  A storage as large as the stream, read the same way, is not."""
+    blocks, width = 4, 10  # a residual stream value per position; block b spans [10 b, 10 b + 10)
+    length = blocks * width + 2
+    stream = [f"x{k}" for k in range(length - 1)]
+    born = {key: k for k, key in enumerate(stream)}
+    last_use = {key: k + 1 for k, key in enumerate(stream)}
+    readers = {key: [k + 1] for k, key in enumerate(stream)}
+    first_read = dict(last_use)
+    for b in range(blocks):  # router logits: born in block b, read at once and at the end
+        key = f"r{b}"
+        born[key], readers[key] = width * b + 1, [width * b + 2, length - 1]
+        last_use[key], first_read[key] = length - 1, width * b + 2
+    tracked = list(born)
+    small = {f"r{b}" for b in range(blocks)}
+    long_lived = fxremat.linearize._long_lived
+    without = long_lived(tracked, born, last_use, readers, length, first_read)
+    assert without == [set()]  # nothing to take: only the first block's positions can be cut
+    options = long_lived(tracked, born, last_use, readers, length, first_read, small)
+    assert options[-1] >= {"r0", "r1", "r2"}  # r3, read 10 positions after its birth, is idle under a quarter
+    count = lambda drop: len(fxremat.linearize._boundaries([k for k in tracked if k not in drop], born, last_use,  # noqa: E731
+                                                           length)[0])
+    assert count(options[-1]) > count(set()) + 2 * (blocks - 1)
+    assert long_lived(tracked, born, last_use, readers, length, first_read, set()) == [set()]  # large: not taken
