@@ -48,11 +48,11 @@ _SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
 LAYER_PIECE_SHARE = 0.5
 
 
-# A layer piece (a graph fragment called from a forward that runs in Python with under half of
-# the model's parameters, this module: most likely called once per layer, or per
-# expert hit in an MoE loop): every byte it holds into its backward (saved values and outputs, the
-# replay's ``held_bytes``) stays alive while the later graphs run, so the step's peak is about the
-# held bytes of the graphs before plus one graph's own peak.  Its plan is the pair of least own
+# A layer piece (a fragment called from a forward that runs in Python, holding under half of the
+# model's parameters: most likely called once per layer, or per expert hit in an MoE loop): every
+# byte it holds into its backward (saved values and outputs, the replay's ``held_bytes``) stays
+# alive while the later graphs run, so the step's peak is about the held bytes of the graphs before
+# plus one graph's own peak.  Its plan is the pair of least own
 # peak + FRAGMENT_HELD_WEIGHT x held bytes among the pairs whose own peak is at most
 # FRAGMENT_SLACK above the least (its own plans' and min-cut's).  The weight counts held bytes as
 # alive through at least one more graph like this one: a judgement, not a measured optimum
