@@ -1,10 +1,11 @@
-"""Breadth check: every case of bench/breadth_models.py and bench/breadth_more.py through fxremat and min-cut.
+"""Breadth check: every case of bench/breadth_models.py, breadth_more.py and breadth_round6_{a,b}.py through
+fxremat and min-cut.
 
-    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (~4 min)
+    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (207 cases)
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
     python -m bench.breadth --inductor mistral swin   # a subset, by name
     python -m bench.breadth --list
-    python -m bench.breadth --medium --inductor --hf-ckpt   # 28 families at an activation-dominated size (~30 min)
+    python -m bench.breadth --medium --inductor --hf-ckpt   # 74 families at an activation-dominated size
 
 For each case: two training steps (seeded, so random ops draw alike) in eager, through
 ``min_cut_backend`` and through ``fxremat.make_backend`` (the same compiler); the largest gradient
@@ -13,7 +14,7 @@ min-cut's; whether fxremat planned every graph (a fallback logs a warning, print
 ``--inductor`` the measured peak of one step of each (fxremat.profiling.peak_of_training_step) and
 the predicted peaks; with ``--hf-ckpt`` also the peak of HF's per-layer checkpointing
 (``gradient_checkpointing_enable(use_reentrant=False)``, default compile) where the model has it.
-``--medium``: the cases of :mod:`bench.breadth_medium` instead.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
+``--medium``: the cases of :mod:`bench.breadth_medium`, ``_medium_more`` and ``_medium_round6`` instead.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
 than eager's unless ``--fallback-random``: compare such cases with min-cut, not eager.
 A JSON line per case goes to --json if given.
 """

@@ -120,7 +120,7 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     rebuilt = _rebuilt(jg, born)
     pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
-    small = max((jg.storage_bytes[k] for k in tracked), default=0) // SMALL_FRACTION
+    small = max((jg.storage_bytes[k] for k in tracked), default=0) // LONG_LIVED_SMALL
     options = _long_lived(tracked, born, last_use, readers, len(forward), first_read,
                           {k for k in tracked if jg.storage_bytes[k] <= small})
     build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
@@ -348,6 +348,7 @@ def _boundaries(tracked: list[object], born: dict[object, int], last_use: dict[o
 
 LONG_LIVED_TRIES = 16
 LONG_LIVED_READERS = 3
+LONG_LIVED_SMALL = 16  # or a storage at most 1/16 of the largest tracked one, idle for LONG_LIVED_SPAN (_idle_gap)
 LONG_LIVED_SPAN = 0.25  # or a storage alive across at least this share of the forward, read late (_idle_skip)
 
 
@@ -365,8 +366,8 @@ def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[o
     stage, 2026-12-05), or is ``small`` (at most 1/16 of the largest tracked storage) and unread
     for a quarter of the forward between two reads (:func:`_idle_gap`: an MoE router's logits,
     read by its layer and again by the auxiliary loss after the last layer, left HF GPT-OSS's
-    last three layers one stage, 2026-12-06); returned from k = 0 to the ``k`` that gives the most boundaries (the
-    last).  Taking a storage that spans one sublayer (a residual
+    last three layers one stage, 2026-12-06); returned from k = 0 to the ``k`` that gives the
+    most boundaries (the last).  Taking a storage that spans one sublayer (a residual
     stream value) also passes that test, but it pins a value the plan would rather checkpoint or
     recompute, so the caller compares the options on the chain they give."""
     longest = sorted((key for key in tracked if last_use[key] > born[key]), key=lambda k: born[k] - last_use[k])

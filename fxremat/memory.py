@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import torch
 import torch.fx as fx
@@ -56,7 +56,10 @@ from . import _torch
 from .fusion import fused_values, is_view
 from .lowering import add_reading
 
-__all__ = ["Timeline", "simulate", "fused_in"]
+if TYPE_CHECKING:
+    from .analysis import JointGraph
+
+__all__ = ["Timeline", "simulate", "replay_pair", "fused_in"]
 
 
 @dataclass(frozen=True)
@@ -366,3 +369,10 @@ def simulate(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, induc
     held = replay.alive
     replay.run(bw.graph, held_from_before={n: saved[n] for n in bw_placeholders if n in saved})
     return Timeline(tuple(replay.labels), tuple(replay.trace), forward_steps, tuple(replay.scratch), held)
+
+
+def replay_pair(jg: JointGraph, fw: fx.GraphModule, bw: fx.GraphModule) -> Timeline:
+    """:func:`simulate` for a pair extracted from ``jg``'s joint graph, with its settings (its
+    user outputs, Inductor or not, CPU layout, outputs dropped by the caller): every pair the
+    partitioner compares is replayed through here, so none is judged on other terms."""
+    return simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)

@@ -5,7 +5,7 @@ Pipeline (each step its own module): :func:`~fxremat.analysis.analyze` the joint
 :func:`~fxremat.linearize.linearize` its forward into a chain, solve the chain, map the plan back
 to saved values, close that set over values that must never be recomputed, extract the two
 graphs with torch's own helper, reorder the backward, and measure both fxremat's pair and
-PyTorch's min-cut pair with :func:`~fxremat.memory.simulate`.
+PyTorch's min-cut pair with :func:`~fxremat.memory.replay_pair`.
 
 Invariants:
 * never worse than min-cut on predicted memory (for a graph fragment, :mod:`fxremat.fragments`:
@@ -67,7 +67,7 @@ from .lowering import (
     store_permuted_fanout,
     sum_small_dims_by_matmul,
 )
-from .memory import Timeline, simulate
+from .memory import Timeline, replay_pair
 from .merge import Twin, forward_twins, merge_duplicates, reading_saved_twins, store_shared
 from .options import Options
 from .rivals import (
@@ -221,7 +221,7 @@ def partition(
                 break
             jgl, sub = replace(jg, channels_last=channels_last), memo.for_layout(channels_last)
             rival = functools.partial(min_cut_rivals, joint_module, joint_inputs, pkw, jgl, options, sub)
-            mc_timeline = simulate(mc_fw, mc_bw, num_fwd_outputs, jgl.inductor, channels_last, jgl.outputs_dropped)
+            mc_timeline = replay_pair(jgl, mc_fw, mc_bw)
             planned.append(_plan(jgl, options, mc_fw, mc_timeline, unsafe, rival, sub, fragment))
         fw, bw, report = _pick_layout(planned, jg.cpu_layouts)
         if fragment is not None and options.memory_budget is None and len(jg.cpu_layouts) == 1:
@@ -665,7 +665,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
-    timeline = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
+    timeline = replay_pair(jg, fw, bw)
     if defer and jg.inductor and peak_in_deferred_tail(timeline, bw):
         plain = _extract(jg, saved, sym, twins, held, defer=False)
         if plain.timeline.peak_bytes < timeline.peak_bytes:

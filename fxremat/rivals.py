@@ -25,7 +25,7 @@ import torch.fx as fx
 from . import _torch
 from .analysis import JointGraph
 from .lowering import defer_returned_products, deferred_tail
-from .memory import Timeline, simulate
+from .memory import Timeline, replay_pair
 from .options import Options
 from .saved import min_cut_hazards
 from .timing import StepEstimate, step_seconds
@@ -180,9 +180,9 @@ def _min_cut_pair(joint: fx.GraphModule, joint_inputs: Any, pkw: dict[str, Any],
         why = min_cut_hazards(fw, bw, jg)
         if not why:
             later = deferred(bw, jg) if jg.inductor else bw
-            timeline = simulate(fw, later, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
+            timeline = replay_pair(jg, fw, later)
             if later is not bw and peak_in_deferred_tail(timeline, later):
-                plain = simulate(fw, bw, jg.num_fwd_outputs, jg.inductor, jg.channels_last, jg.outputs_dropped)
+                plain = replay_pair(jg, fw, bw)
                 later, timeline = (bw, plain) if plain.peak_bytes < timeline.peak_bytes else (later, timeline)
             return Rival(fw, later, timeline, step_seconds(fw, later, jg.inductor), fraction)
         names = [name for name in _torch.saved_names(fw, jg.num_fwd_outputs) if not _torch.is_saved_rng_state(fw, name)]

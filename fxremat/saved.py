@@ -163,9 +163,10 @@ class PrivateCopies(NamedTuple):
 
 def private_copies(jg: JointGraph) -> PrivateCopies | None:
     """A copy of ``jg``'s joint graph in which the forward reads every caller-visible input a
-    recomputation would start from through a private clone of it (None if there is none).  Where such an input blocks recomputation, the saved set otherwise holds
-    the values computed from it (an additive attention mask passed to each layer: the masked
-    scores, heads x batch x the mask's bytes); the clone is immune to the caller's edits, as
+    recomputation would start from through a private clone of it (None if there is none).  Where
+    such an input blocks recomputation, the saved set otherwise holds the values computed from it
+    (an additive attention mask passed to each layer: the masked scores, heads x batch x the
+    mask's bytes); the clone is immune to the caller's edits, as
     eager's backward is (it never reads the input), and costs the input's bytes.  Values and
     gradients are unchanged: the clone equals the input, and no backward node reads the input
     (else it would not be caller-visible)."""
