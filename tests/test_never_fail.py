@@ -114,7 +114,7 @@ FAULTS: dict[str, tuple[Any, str, Callable[[], Any]]] = {
     "solver": (fxremat.partitioner, "get_solver", lambda: (lambda name: _raiser("solver"))),
     "extract": (_torch, "extract_fwd_bwd", lambda: _raiser("extract")),
     "schedule": (fxremat.partitioner, "recompute_just_in_time", lambda: _raiser("schedule")),
-    "simulate": (fxremat.partitioner, "simulate", lambda: _raiser("simulate")),
+    "replay": (fxremat.partitioner, "replay_pair", lambda: _raiser("replay")),
 }
 # Where min-cut cannot run, the fallback is PyTorch's default_partition (saves, never recomputes).
 NO_MIN_CUT = {"copy", "min-cut"}
