@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable
+from typing import Callable, Iterable
 
 import torch.fx as fx
 
@@ -95,6 +95,14 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     of banned ops, values past caller-visible tensors), which the chain counts in every segment.
     ``score`` (lower is better, e.g. the chain's least peak) chooses the long-lived storages
     (:func:`_long_lived`); without it, the choice that gives the most boundaries is taken."""
+    return linearizations(jg, base_saved, always_saved, score)[0]
+
+
+def linearizations(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Iterable[fx.Node] = (),
+                   score: Callable[[Chain], float] | None = None) -> list[Linearization]:
+    """The chain of every long-lived choice (:func:`_long_lived`), best ``score`` first (ties:
+    fewer long-lived storages); without ``score``, only the choice that gives the most
+    boundaries.  Each is a consistent model: its long-lived storages are saved by every plan of it."""
     base_saved, always_saved = list(base_saved), list(always_saved)
     forward = jg.forward
     pos = {node: k for k, node in enumerate(forward)}
@@ -120,15 +128,11 @@ def linearize(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: Itera
     rebuilt = _rebuilt(jg, born)
     pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
-    small = max((jg.storage_bytes[k] for k in tracked), default=0) // LONG_LIVED_SMALL
-    options = _long_lived(tracked, born, last_use, readers, len(forward), first_read,
-                          {k for k in tracked if jg.storage_bytes[k] <= small})
+    options = _long_lived(tracked, born, last_use, readers, len(forward), first_read)
     build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
     if score is None or len(options) == 1:
-        return build(options[-1])
-    # Each choice is a consistent model (its long-lived storages are saved by every plan of it):
-    # the one the solver can bring lowest wins; ties keep fewer long-lived storages.
-    return min((build(o) for o in options), key=lambda lin: score(lin.chain))
+        return [build(options[-1])]
+    return sorted((build(o) for o in options), key=lambda lin: score(lin.chain))  # stable: ties keep fewer
 
 
 def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node], born: dict[object, int],
@@ -348,13 +352,11 @@ def _boundaries(tracked: list[object], born: dict[object, int], last_use: dict[o
 
 LONG_LIVED_TRIES = 16
 LONG_LIVED_READERS = 3
-LONG_LIVED_SMALL = 16  # or a storage at most 1/16 of the largest tracked one, idle for LONG_LIVED_SPAN (_idle_gap)
-LONG_LIVED_SPAN = 0.25  # or a storage alive across at least this share of the forward, read late (_idle_skip)
+LONG_LIVED_SPAN = 0.25  # or a storage unread for this share of the forward (_idle_skip, _idle_gap)
 
 
 def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
-                readers: dict[object, list[int]], length: int, first_read: dict[object, int],
-                small: Collection[object] = ()) -> list[set[object]]:
+                readers: dict[object, list[int]], length: int, first_read: dict[object, int]) -> list[set[object]]:
     """Storages read across many layers (an attention mask, rotary tables, an encoder's output
     read by every decoder layer) cross every boundary of the layers they span, so no boundary
     there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
@@ -363,12 +365,14 @@ def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[o
     read in at least 3 of the resulting stages, or is computed early and first read late
     (:func:`_idle_skip`: HF GIT's text embeddings, computed before the vision encoder and read
     after it by the concatenation of image and text tokens, left the whole vision encoder one
-    stage, 2026-12-05), or is ``small`` (at most 1/16 of the largest tracked storage) and unread
-    for a quarter of the forward between two reads (:func:`_idle_gap`: an MoE router's logits,
-    read by its layer and again by the auxiliary loss after the last layer, left HF GPT-OSS's
-    last three layers one stage, 2026-12-06); returned from k = 0 to the ``k`` that gives the
+    stage, 2026-12-05), or is unread for a quarter of the forward between two reads
+    (:func:`_idle_gap`: an MoE router's logits, read by its layer and again by the auxiliary loss
+    after the last layer, left HF GPT-OSS's last three layers one stage, 2026-12-06; the long skip
+    around each group of Swin layers and around the whole body of HF Swin2SR, as large as the
+    stream, left the body one stage, 2026-12-06); returned from k = 0 to the ``k`` that gives the
     most boundaries (the last).  Taking a storage that spans one sublayer (a residual
-    stream value) also passes that test, but it pins a value the plan would rather checkpoint or
+    stream value) also passes these tests (in a two-layer model its idle gap across an attention
+    is a quarter of the forward), but it pins a value the plan might rather checkpoint or
     recompute, so the caller compares the options on the chain they give."""
     longest = sorted((key for key in tracked if last_use[key] > born[key]), key=lambda k: born[k] - last_use[k])
     options, best_count = [set()], len(_boundaries(tracked, born, last_use, length)[0])
@@ -377,7 +381,7 @@ def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[o
         bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
         spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS
                      or _idle_skip(key, born, last_use, first_read, length)
-                     or (key in small and _idle_gap(key, born, readers, length)) for key in drop)
+                     or _idle_gap(key, born, readers, length) for key in drop)
         if spread and len(bounds) > best_count:
             options.append(drop)
             best_count = len(bounds)
