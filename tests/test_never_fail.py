@@ -109,7 +109,7 @@ FAULTS: dict[str, tuple[Any, str, Callable[[], Any]]] = {
     "copy": (_torch, "copy_joint", lambda: _raiser("copy")),
     "min-cut": (_torch, "min_cut_rematerialization_partition", lambda: _raiser("min-cut")),
     "analyze": (fxremat.partitioner, "analyze", lambda: _raiser("analyze")),
-    "linearize": (fxremat.partitioner, "linearize", lambda: _raiser("linearize")),
+    "linearize": (fxremat.partitioner, "linearizations", lambda: _raiser("linearize")),
     # not a ValueError: that one means "budget infeasible" (a user error, BudgetError)
     "solver": (fxremat.partitioner, "get_solver", lambda: (lambda name: _raiser("solver"))),
     "extract": (_torch, "extract_fwd_bwd", lambda: _raiser("extract")),
