@@ -99,6 +99,12 @@ MEDIUM_ROUND6 = {
                        layer_types=["linear_attention", "full_attention"] * 2, linear_key_head_dim=32,
                        linear_value_head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
                        moe_intermediate_size=D, shared_expert_intermediate_size=D, num_experts=4, **MOE),
+    # Mamba-2 layers and hybrid layers that run one shared attention block (per-layer LoRA adapters) on the
+    # concatenation of the stream and the embeddings (read by every hybrid layer); added 2026-12-06 09:21
+    "zamba2": _dec("Zamba2ForCausalLM", "Zamba2Config", layers_block_type=["mamba", "hybrid"] * 2,
+                   num_key_value_heads=4, mamba_d_state=32, mamba_expand=2, n_mamba_heads=8, mamba_ngroups=1,
+                   chunk_size=64, use_mamba_kernels=False, num_mem_blocks=1, use_shared_attention_adapter=True,
+                   adapter_rank=8, use_mem_rope=True, attention_dropout=0.0),
     # xIELU activation (learned, softplus / expm1 branches), non-gated MLP, q/k norm
     "apertus": _dec("ApertusForCausalLM", "ApertusConfig", num_key_value_heads=2),
     # NoPE on every other layer, GQA

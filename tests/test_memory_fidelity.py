@@ -55,6 +55,10 @@ OP_BOUNDARY_GAPS: dict[str, str] = {}
 ISA_GAPS: dict[str, str] = {} if torch.backends.cpu.get_cpu_capability() != "AVX512" else {
     "densenet": "AVX512: a oneDNN convolution backward allocates ~115 KB more scratch than "
                 "memory.scratch_bytes models (predicted 671,368 B, measured 786,672 B)",
+    # Since its skips are long-lived candidates (2026-12-06) the U-Net's plan keeps two of them
+    # pinned, and its peak is inside a convolution backward (between ops within 1%).
+    "unet": "AVX512: a oneDNN convolution backward allocates ~175 KB more scratch than "
+            "memory.scratch_bytes models (predicted 874,380 B, measured 1,049,428 B)",
 }
 
 
