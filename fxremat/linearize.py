@@ -49,7 +49,7 @@ from .analysis import JointGraph, Role
 from .chain import Chain
 from .memory import backward_scratch_bytes
 
-__all__ = ["Linearization", "linearize", "fold_always_saved", "fold_gradients"]
+__all__ = ["Linearization", "linearize", "linearizations", "fold_always_saved", "fold_gradients"]
 
 SMALL_BYTES = 4096
 SMALL_FRACTION = 16
