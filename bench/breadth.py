@@ -5,7 +5,7 @@ fxremat and min-cut.
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
     python -m bench.breadth --inductor mistral swin   # a subset, by name
     python -m bench.breadth --list
-    python -m bench.breadth --medium --inductor --hf-ckpt   # 74 families at an activation-dominated size
+    python -m bench.breadth --medium --inductor --hf-ckpt   # 75 families at an activation-dominated size
 
 For each case: two training steps (seeded, so random ops draw alike) in eager, through
 ``min_cut_backend`` and through ``fxremat.make_backend`` (the same compiler); the largest gradient
