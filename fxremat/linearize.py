@@ -6,7 +6,8 @@ reads it (through any alias).  A boundary is a stage boundary when exactly one *
 crosses it: everything downstream can then be recomputed from that one tensor (plus parameters
 and inputs), which is what a checkpoint must provide.  Residual blocks, transformer layers and
 U-Net levels all end at such boundaries; inside a residual block the skip tensor also crosses,
-so the block is one stage.  Runs of boundaries crossed by the same storage keep the last one.
+so the block is one stage (a skip long enough to be a *long-lived* candidate, below, can free the
+cuts it spans).  Runs of boundaries crossed by the same storage keep the last one.
 
 Not tracked ("pinned"), because keeping them costs nothing extra or too little to matter:
 storages the forward returns (the caller holds them anyway; not a layer piece's, which its caller
@@ -23,8 +24,10 @@ Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
 well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  Storages that
 every plan saves (values banned from recomputation, and *long-lived* storages read across many
-layers, such as a padding mask, or computed early and read only late, see :func:`_long_lived`;
-every plan saves them, ``Linearization.long_lived``) are moved from ``saved_bytes`` into the
+layers, such as a padding mask, or computed early and read only late, or left unread for a quarter
+of the forward, such as a long skip, see :func:`_long_lived`; every plan of that chain saves them,
+``Linearization.long_lived``; :func:`linearizations` gives the chain of every such choice, best
+first) are moved from ``saved_bytes`` into the
 ``transient_bytes`` of their own and every later stage, so that the
 chain's peak counts them in every segment's backward, not only in the last segment.  A storage that
 crosses several boundaries is pinned or is the crossing storage of a single deduplicated
