@@ -213,7 +213,13 @@ _DENSE = {  # (in, out, kernel, stride, pixels): ResNet-50's convolutions, batch
     "3x3": (64, 64, 3, 1, 32),
     "stem-7x7-s2": (3, 64, 7, 2, 128),
     "1x1-s2": (256, 512, 1, 2, 32),
+    # channel counts off oneDNN's block of 16 (AVX512): its reorders pad them (memory._blocked)
+    "3x3-to-8": (32, 8, 3, 1, 32),
+    "3x3-24": (24, 24, 3, 1, 32),
+    "3x3-to-3": (64, 3, 3, 1, 32),
+    "3x3-8-to-32": (8, 32, 3, 1, 32),
 }
+_NARROW = {"3x3-to-8", "3x3-24", "3x3-to-3", "3x3-8-to-32"}
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -224,12 +230,15 @@ def test_dense_convolution_scratch_matches_the_allocator(name: str, threads: int
     stride-1 convolution reorders nothing (ResNet-50's bottlenecks: its least-peak replay was 10%
     over the measured peak while they were charged), on two it reorders its operands; a forward
     whose output is larger than input + weight (the 7x7 stem, a 1x1 expansion) allocates an
-    output-sized buffer; a backward without an input gradient (the stem's) reorders no input."""
+    output-sized buffer; a backward without an input gradient (the stem's) reorders no input; on
+    AVX512, channels off the block of 16 are padded (the zoo U-Net's 24 -> 8 decoder convolution)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from fxremat.memory import scratch_bytes
     from fxremat.profiling import measure_peak
 
+    if name in _NARROW and torch.backends.cpu.get_cpu_capability() != "AVX512":
+        pytest.skip("the channel padding is modelled where it was measured: AVX512")
     if name == "1x1-s2":
         request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
             "a strided 1x1 convolution's backward allocates about twice its input (24.5 MiB at batch 8, "
