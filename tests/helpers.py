@@ -18,7 +18,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from fxremat.profiling import output_loss
 
-__all__ = ["loss_of", "weighted_loss", "Partitioned", "RecordingPartitioner"]
+__all__ = ["loss_of", "measured_with_min_cut", "weighted_loss", "Partitioned", "RecordingPartitioner"]
 
 WEIGHT_SEED = 4321
 
@@ -28,6 +28,27 @@ def loss_of(out: Any) -> torch.Tensor:
     loss = output_loss(out)
     assert loss is not None, "no floating output requires grad"
     return loss
+
+
+def measured_with_min_cut(model: torch.nn.Module, inputs: tuple, loss_fn: Callable[[Any], torch.Tensor] = loss_of
+                          ) -> tuple[dict[str, int], list]:
+    """({"min-cut": peak, "fxremat": peak}, fxremat's reports): the measured peak of one training
+    step of ``model(*inputs)`` compiled by Inductor behind each partitioner, on one thread."""
+    import fxremat
+    from fxremat.backend import min_cut_backend
+    from fxremat.profiling import peak_of_training_step
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        peaks = {}
+        for name, backend in (("min-cut", min_cut_backend(compiler="inductor")), ("fxremat", fxremat.backend)):
+            torch._dynamo.reset()
+            fxremat.last_reports(clear=True)
+            peaks[name] = peak_of_training_step(torch.compile(model, backend=backend), inputs, loss_fn)
+        return peaks, fxremat.last_reports(clear=True)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def weighted_loss(outputs: Any, *, dtype: torch.dtype | None = torch.float32) -> torch.Tensor | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from helpers import measured_with_min_cut
+from zoo import make_unet
 
 import fxremat
 from fxremat import _torch
@@ -90,23 +92,11 @@ def test_dense_network_whose_peak_is_a_convolution_backward_runs_channels_last()
     input-sized buffers), which set this model's peak: 1.26 MiB against min-cut's 1.23, which runs in
     Inductor's own layouts (forward channels-last).  Planned in both layouts, it runs channels-last
     (0.88 MiB measured, 2026-12-05).  Measured peaks, one thread."""
-    from fxremat.backend import min_cut_backend
-    from fxremat.profiling import peak_of_training_step
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(0)
-        model, x = _SpatialTransformer(), torch.randn(4, 3, 32, 32)
-        peaks = {}
-        for name, backend in (("min-cut", min_cut_backend(compiler="inductor")), ("fxremat", fxremat.backend)):
-            torch._dynamo.reset()
-            fxremat.last_reports(clear=True)
-            peaks[name] = peak_of_training_step(torch.compile(model, backend=backend), (x,), lambda o: o.square().mean())
-        assert [r.channels_last for r in fxremat.last_reports(clear=True)] == [True]
-        assert peaks["fxremat"] <= peaks["min-cut"], peaks
-    finally:
-        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model, x = _SpatialTransformer(), torch.randn(4, 3, 32, 32)
+    peaks, reports = measured_with_min_cut(model, (x,), lambda o: o.square().mean())
+    assert [r.channels_last for r in reports] == [True]
+    assert peaks["fxremat"] <= peaks["min-cut"], peaks
 
 
 @pytest.mark.inductor
@@ -350,22 +340,8 @@ def test_dense_network_with_few_channels_and_concatenations_runs_contiguous():
     convolution): 918,740 B measured against 895,316 contiguous (AVX512, 2026-12-06), so it runs
     contiguous (partitioner.CHANNELS_LAST_PEAK_SHARE), below min-cut's measured peak on torch 2.13
     (on 2.11 contiguous measures 1,067,348 B against min-cut's 1,004,756, not investigated)."""
-    from zoo import make_unet
-
-    from fxremat.backend import min_cut_backend
-    from fxremat.profiling import peak_of_training_step
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        peaks = {}
-        for name, backend in (("min-cut", min_cut_backend(compiler="inductor")), ("fxremat", fxremat.backend)):
-            torch._dynamo.reset()
-            fxremat.last_reports(clear=True)
-            case = make_unet()
-            peaks[name] = peak_of_training_step(torch.compile(case.model, backend=backend), case.inputs)
-        assert [r.channels_last for r in fxremat.last_reports(clear=True)] == [False]
-        if torch.__version__.startswith("2.13"):
-            assert peaks["fxremat"] <= peaks["min-cut"], peaks
-    finally:
-        torch.set_num_threads(threads)
+    case = make_unet()
+    peaks, reports = measured_with_min_cut(case.model, case.inputs)
+    assert [r.channels_last for r in reports] == [False]
+    if torch.__version__.startswith("2.13"):
+        assert peaks["fxremat"] <= peaks["min-cut"], peaks

@@ -36,7 +36,7 @@ import pytest
 import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
-from helpers import loss_of
+from helpers import loss_of, measured_with_min_cut
 from test_inductor_replay import inductor_mode_backend
 
 from fxremat import _torch, lowering
@@ -519,23 +519,8 @@ def test_shared_layer_measured_through_inductor():
 
 
 def _measured_with_min_cut(model: torch.nn.Module, x: torch.Tensor):
-    """({"min-cut": peak, "fxremat": peak}, fxremat's report): one training step of ``model(x)``
-    compiled by Inductor behind each partitioner, one thread; fxremat's plan must be its own."""
-    from fxremat.backend import min_cut_backend
-    from fxremat.profiling import peak_of_training_step
-    import fxremat
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        peaks = {}
-        for name, backend in (("min-cut", min_cut_backend(compiler="inductor")), ("fxremat", fxremat.backend)):
-            torch._dynamo.reset()
-            fxremat.last_reports(clear=True)
-            peaks[name] = peak_of_training_step(torch.compile(model, backend=backend), (x,), loss_of)
-        (report,) = fxremat.last_reports(clear=True)
-    finally:
-        torch.set_num_threads(threads)
+    """:func:`helpers.measured_with_min_cut` of ``model(x)``; fxremat's plan must be its own."""
+    peaks, (report,) = measured_with_min_cut(model, (x,))
     assert report.chosen == "fxremat"
     return peaks, report
 
