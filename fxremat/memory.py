@@ -103,7 +103,8 @@ def scratch_bytes(node: fx.Node, channels_last: bool = False) -> int:
     """Bytes a kernel allocates and frees inside the op (oneDNN on the CPU, torch 2.13).
     Contiguous: operand reorders of a convolution (input + weight, or an output-sized buffer
     where that is larger), of its backward (grad_output + input + weight; no input without an
-    input gradient) and batch norm's backward (one input-sized temporary).  ``channels_last``
+    input gradient) and batch norm's backward (one input-sized temporary); on an AVX512 processor
+    with channels padded to oneDNN's block (:func:`_blocked`).  ``channels_last``
     (the layout fxremat's backends compile a depthwise network in,
     :func:`_torch.cpu_channels_last`): activations need no reorder, only weights: a convolution's
     weight, its backward's weight and weight gradient (a depthwise one larger than 3x3:
