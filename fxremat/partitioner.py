@@ -456,7 +456,7 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
         # and the chain that pins nothing, the one every graph had before long-lived storages:
         # the chains' ranking can miss it (the zoo U-Net: third of four, replayed 6% under the two
         # that pin its encoder outputs, and measured 7% under them, 2026-12-06)
-        plain = next((o for o in others[1:] if not o.long_lived), None) if lin.long_lived else None
+        plain = next((o for o in others[1:] if not o.long_lived), None)  # options differ: one pins nothing
         if plain is not None:
             out.append(evaluate(plain, least_peak_plan(plain.chain), label="unpinned"))
         if options.solver != "chen":  # the loss head's model is the least sure: let the replay judge

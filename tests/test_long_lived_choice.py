@@ -189,7 +189,7 @@ def test_score_ties_keep_fewest_long_lived(name):
 @pytest.mark.parametrize("name", CASES)
 def test_linearizations_best_first(name):
     """Every long-lived choice's chain, best score first (the partitioner replays the plans of the
-    first two): the first is ``linearize``'s, the scores never decrease, the choices all differ,
+    first two and of the one that pins nothing): the first is ``linearize``'s, the scores never decrease, the choices all differ,
     and a constant score keeps the order of the choices (no long-lived storage first)."""
     jg, base, always = recorded(name)
     lins = linearizations(jg, base, always, score=least_peak)
