@@ -35,7 +35,7 @@ import torch.fx as fx
 
 from . import _torch
 
-__all__ = ["fused_values", "readers_fusible", "is_view", "heavy_on_cpu"]
+__all__ = ["fused_values", "readers_fusible", "is_view", "heavy_on_cpu", "concat_writers", "kernel_ends"]
 
 # aten ops whose Inductor lowering uses exp, log, log10, log1p, log2, sigmoid or tanh: the ops
 # Inductor's CPU heuristic realizes rather than recompute in every reader.
@@ -136,3 +136,125 @@ def _through_views(node: fx.Node, is_view: Callable[[fx.Node], bool], fused: set
     while node not in fused and is_view(node) and len(node.all_input_nodes) == 1:
         node = node.all_input_nodes[0]
     return node
+
+
+# aten ops without the pointwise or reduction tag that Inductor computes in generated kernels (it
+# decomposes them into reductions and pointwise loops, or lowers them to windowed loads): a copy of
+# one of their inputs fuses into their kernels like into a reduction's, and on the CPU they join
+# the C++ call of the kernels around them.
+_GENERATED = frozenset({
+    "_low_memory_max_pool_with_offsets", "_low_memory_max_pool_offsets_to_indices", "max_pool2d_with_indices",
+    "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
+    "_native_batch_norm_legit_functional", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "native_batch_norm", "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward",
+    "native_group_norm", "native_group_norm_backward", "_softmax", "_log_softmax", "_softmax_backward_data",
+    "_log_softmax_backward_data",
+})
+
+
+def _kernel_reader(node: fx.Node) -> bool:
+    """Whether Inductor computes ``node`` in a generated kernel (pointwise or a reduction), which
+    a pointwise copy of one of its inputs can join."""
+    if node.op != "call_function":
+        return False
+    if _torch.inductor_pointwise(node) or getattr(torch.Tag, "reduction", None) in getattr(node.target, "tags", ()):
+        return True
+    return getattr(getattr(node.target, "overloadpacket", None), "__name__", "") in _GENERATED
+
+
+# Extern kernels Inductor calls with an ``out=`` buffer it chooses: a concatenation can be that buffer.
+_OUT_KERNELS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+
+
+def _computed_in_place(node: fx.Node) -> bool:
+    """Whether Inductor can compute ``node`` straight into a slice of a concatenation: a pointwise
+    kernel, or a matmul called with an ``out=`` buffer (not a convolution or other fallback, which
+    allocates its own output)."""
+    if _torch.inductor_pointwise(node):
+        return True
+    return node.op == "call_function" and getattr(getattr(node.target, "overloadpacket", None), "__name__", "") in _OUT_KERNELS
+
+
+def _cpu_concat(node: fx.Node) -> bool:
+    """A concatenation that Inductor's CPU lowering runs as a ``ConcatKernel`` (several inputs, no
+    8-bit dtype, which falls back to aten)."""
+    if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+        return False
+    pieces = node.args[0] if node.args else ()
+    val = node.meta.get("val")
+    return (isinstance(pieces, (list, tuple)) and len(pieces) > 1 and all(isinstance(p, fx.Node) for p in pieces)
+            and isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dtype not in (torch.int8, torch.uint8))
+
+
+def concat_writers(nodes: list[fx.Node], own: Callable[[fx.Node], frozenset],
+                   returned: Collection[fx.Node]) -> dict[fx.Node, dict[fx.Node, fx.Node]]:
+    """Where Inductor writes each piece of a concatenation, for the CPU ``cat`` nodes of ``nodes``
+    (in the order they run): ``{cat: {piece: writer}}``.  Inductor allocates the concatenation's
+    buffer and writes every piece into its slice of it (``ConcatKernel``), so the buffer is alive
+    from the piece written first, which can be long before the ``cat`` runs.
+
+    * A piece whose layout is still free (no graph output, read before the cat only by generated
+      kernels) is computed straight into its slice, with no buffer of its own: a matmul (called with
+      its slice as ``out=``) or a pointwise value read at least twice before the cat (realized where
+      the graph computes it) is its own writer; any other pointwise piece stays unrealized until
+      the cat is lowered (its writer is the cat; the replay still charges it a buffer of its own).
+    * Any other piece (a graph input, a convolution's output, a view, a value already placed) is
+      copied in by a pointwise copy, which the scheduler fuses into the first generated kernel that
+      reads the piece or horizontally with its copies into other concatenations: the writer is
+      that reader, the first ``cat`` reading the piece, or the cat itself.  In a dense block the
+      block input is copied into every concatenation of the block by the block's first kernel.
+
+    Read from Inductor's generated code (torch 2.13 CPU): a 3-layer dense block, the zoo U-Net in
+    both layouts, a matmul's ``out=`` a slice, a ReLU computed into its slice."""
+    position = {n: i for i, n in enumerate(nodes)}
+    out: dict[fx.Node, dict[fx.Node, fx.Node]] = {}
+    for cat in nodes:
+        if not _cpu_concat(cat):
+            continue
+        writers: dict[fx.Node, fx.Node] = {}
+        for piece in dict.fromkeys(cat.args[0]):
+            earlier = sorted((u for u in piece.users if u in position and position[u] < position[cat]), key=position.get)
+            if (_computed_in_place(piece) and piece not in returned and not is_view(piece, own)
+                    and all(_kernel_reader(u) for u in earlier)):
+                # realized where the graph computes it (a matmul; a pointwise value read twice before
+                # the cat), straight into its slice; else computed into it when the cat is lowered
+                early = not _torch.inductor_pointwise(piece) or len(earlier) >= 2
+                writers[piece] = piece if early else cat
+                continue
+            writers[piece] = next((u for u in earlier if _kernel_reader(u) or _cpu_concat(u)), cat)
+        out[cat] = writers
+    return out
+
+
+def _on_cpu(node: fx.Node) -> bool:
+    tensors = _torch.tensors_in(node.meta.get("val"))
+    return bool(tensors) and all(t.device.type == "cpu" for t in tensors)
+
+
+def kernel_ends(nodes: list[fx.Node], fused: Collection[fx.Node], own: Callable[[fx.Node], frozenset]) -> dict[fx.Node, fx.Node]:
+    """For each node of ``nodes`` (in the order they run) that Inductor computes in a generated CPU
+    kernel, the last node of the C++ call that runs it.  Inductor's CPU backend emits every kernel
+    it schedules between two extern calls (a matmul, a convolution, a fallback) into one C++
+    function (``CppScheduling``'s kernel group, flushed at an extern kernel): the buffers the call
+    writes are allocated before it and those that die in it are freed after it, so a value whose
+    last reader is early in the call stays alive while the rest of its outputs are written.
+
+    A call is modelled as one run of generated-kernel nodes (pointwise ops, reductions, pooling, the
+    normalizations Inductor decomposes, concatenations); views, ``getitem`` and nodes of no tensor
+    (symbolic sizes) neither join nor end a run, any other op ends it.  Measured on a dense block's
+    backward (torch 2.13): a batch norm's backward and the recomputation of the layer before it
+    ran as one call, which kept the convolution's input gradient and the saved concatenation alive
+    while it wrote the recomputed values, 200 KB above the node-by-node replay.  On a GPU every
+    kernel is its own launch: no node of a CUDA tensor joins a run."""
+    out: dict[fx.Node, fx.Node] = {}
+    run: list[fx.Node] = []
+    for node in [*nodes, None]:
+        if node is not None and (node.op != "call_function" or node.target is operator.getitem or is_view(node, own)
+                                 or not _torch.tensors_in(node.meta.get("val"))):
+            continue
+        if node is not None and (node in fused or _kernel_reader(node) or _cpu_concat(node)) and _on_cpu(node):
+            run.append(node)
+        elif run:
+            out.update(dict.fromkeys(run, run[-1]))
+            run = []
+    return out

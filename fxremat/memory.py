@@ -24,6 +24,12 @@ more than it saves), and that add, the addmm's output, is a buffer even where it
 pointwise; and a pointwise result takes over the buffer of a same-size input that dies at
 it (Inductor's in-place reuse; saved tensors die in the backward and are donated the same way),
 as does an index-put's result its first argument when that dies at it (Inductor reinplaces it).
+A concatenation is allocated by the first kernel that writes one of its pieces, and a piece
+computed into its slice has no buffer of its own (:func:`fxremat.fusion.concat_writers`).  On the
+CPU the values that die inside one C++ call of generated kernels are freed after the whole call
+(:func:`fxremat.fusion.kernel_ends`).  Run channels-last, a concatenation of pieces computed into
+their slices is written contiguous and copied channels-last for a convolution that reads it
+(:func:`_copied_channels_last`).
 It assumes that Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) holds a dead
 buffer only across a valley of Inductor's estimate, as fxremat's backends compile (``_torch._local_reuse``); under
 Inductor's own rule a dead buffer may stay alive until a later allocation of its size, within its
@@ -54,7 +60,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
-from .fusion import fused_values, is_view
+from .fusion import concat_writers, fused_values, is_view, kernel_ends
 from .lowering import add_reading
 
 if TYPE_CHECKING:
@@ -262,6 +268,8 @@ class _Replay:
         self.inductor = inductor
         self.channels_last = channels_last
         self.keys: dict[fx.Node, list[tuple[object, int]]] = {}  # a fused node: its inputs' storages
+        self.buffers: list[torch.Tensor] = []  # what keys of buffers no node names refer to
+        self.alias: dict[object, tuple[object, int]] = {}  # a piece computed into a concatenation: its storage
         self.refs: dict[object, int] = {}
         self.size: dict[object, int] = {}
         self.alive = 0
@@ -270,10 +278,20 @@ class _Replay:
         self.scratch: list[int] = []
 
     def storages(self, node: fx.Node) -> list[tuple[object, int]]:
-        return self.keys[node] if node in self.keys else _storages(node)
+        if node in self.keys:
+            return self.keys[node]
+        return [self.alias.get(key, (key, nbytes)) for key, nbytes in _storages(node)]
+
+    def new_storage(self) -> object:
+        """A key for a buffer that no node of the graph names (kept alive with the replay)."""
+        self.buffers.append(torch.empty(0))
+        return _torch.storage_key(self.buffers[-1])
 
     def hold(self, node: fx.Node) -> None:
-        for key, nbytes in self.storages(node):
+        self.hold_storages(self.storages(node))
+
+    def hold_storages(self, storages: Iterable[tuple[object, int]]) -> None:
+        for key, nbytes in storages:
             if key in self.external:
                 continue
             if self.refs.get(key, 0) == 0:
@@ -282,7 +300,10 @@ class _Replay:
             self.refs[key] = self.refs.get(key, 0) + 1
 
     def release(self, node: fx.Node) -> None:
-        for key, _ in self.storages(node):
+        self.release_storages(self.storages(node))
+
+    def release_storages(self, storages: Iterable[tuple[object, int]]) -> None:
+        for key, _ in storages:
             if key in self.external:
                 continue
             self.refs[key] -= 1
@@ -293,7 +314,7 @@ class _Replay:
         """Inductor's in-place reuse: ``node``'s new buffer takes over a same-size buffer that
         ``node`` reads and that dies right after it (its bytes are then counted once)."""
         own = _storages(node)
-        if len(own) != 1 or own[0][0] in self.external:
+        if len(own) != 1 or own[0][0] in self.external or own[0][0] in self.alias:
             return
         dying_refs: dict[object, int] = {}
         for value in dying:
@@ -314,16 +335,37 @@ class _Replay:
         fused = fused_in(graph) if self.inductor else set()
         if self.inductor:
             nodes = _realized_when_read(nodes, fused, set(output.all_input_nodes))
+        own = lambda n: frozenset(key for key, _ in _storages(n))  # noqa: E731
+        concats = concat_writers(nodes, own, set(output.all_input_nodes)) if self.inductor else {}
+        kernel_end = kernel_ends(nodes, fused, own) if self.inductor else {}
+        position = {n: i for i, n in enumerate(nodes)}
+        first_write: dict[fx.Node, list[tuple[object, int]]] = {}  # a step: the concatenation buffers allocated there
+        early_dropped: dict[fx.Node, list[tuple[object, int]]] = {}  # a step: their early references, dropped after it
+        for cat, writers in concats.items():
+            (cat_key, cat_bytes), = _storages(cat)
+            buffer, drop = (cat_key, cat_bytes), cat
+            if self.channels_last and _copied_channels_last(cat, writers):
+                buffer, drop = (self.new_storage(), cat_bytes), kernel_end.get(cat, cat)
+            for piece, writer in writers.items():
+                if writer is piece:
+                    for key, _ in _storages(piece):
+                        self.alias[key] = buffer
+            first_write.setdefault(min(writers.values(), key=position.get), []).append(buffer)
+            early_dropped.setdefault(drop, []).append(buffer)
+        freed_after: dict[fx.Node, list[fx.Node]] = {}  # a kernel's last node: the values that died in it
         last_use: dict[fx.Node, fx.Node] = {}
         for node in nodes:
             for arg in node.all_input_nodes:
-                last_use[arg] = node
+                reader = concats.get(node, {}).get(arg, node)  # a piece is read where it is copied in
+                if arg not in last_use or position[reader] > position[last_use[arg]]:
+                    last_use[arg] = reader
         dies_after: dict[fx.Node, list[fx.Node]] = {}
         for value, user in last_use.items():
             dies_after.setdefault(user, []).append(value)
         for node in nodes:
             if node in fused:  # never allocated: reads its inputs' buffers, like a view
                 self.keys[node] = list(dict.fromkeys(k for a in node.all_input_nodes for k in self.storages(a)))
+            self.hold_storages(first_write.get(node, ()))  # allocated by its first writer
             if node.op == "placeholder":
                 if node.name not in held_from_before:
                     self.hold(node)
@@ -339,9 +381,25 @@ class _Replay:
             self.trace.append(self.alive + self.scratch[-1])
             for value in dies_after.get(node, ()):
                 if value.name not in returned:
-                    self.release(value)
+                    freed_after.setdefault(kernel_end.get(node, node), []).append(value)
+            for value in freed_after.pop(node, ()):
+                self.release(value)
+            self.release_storages(early_dropped.pop(node, ()))
             if node not in last_use and node.name not in returned:
                 self.release(node)  # never used: dies at once
+
+
+def _copied_channels_last(cat: fx.Node, writers: dict[fx.Node, fx.Node]) -> bool:
+    """Whether Inductor, running a pair channels-last, writes a 4-D concatenation into a contiguous
+    buffer and copies it channels-last for a convolution that reads it: when every piece is
+    computed into its slice (none is a channels-last tensor copied in, which would set the
+    concatenation's layout).  Generated code of the zoo U-Net (torch 2.13 CPU): each skip
+    concatenation is a contiguous buffer alive from its first piece's kernel, and a channels-last
+    copy written in the kernel of its last piece; the contiguous one is freed after that kernel."""
+    conv = ("convolution", "convolution_backward")
+    in_place = all(w is p or (w is cat and _is_pointwise(p)) for p, w in writers.items())
+    return (cat.meta["val"].dim() == 4 and in_place
+            and any(getattr(getattr(u.target, "overloadpacket", None), "__name__", "") in conv for u in cat.users))
 
 
 def _realized_when_read(nodes: list[fx.Node], fused: set[fx.Node], returned: set[fx.Node]) -> list[fx.Node]:

@@ -334,12 +334,13 @@ def test_second_layout_planned_only_where_it_may_win():
 @pytest.mark.inductor
 @pytest.mark.usefixtures("fresh_compile")
 def test_dense_network_with_few_channels_and_concatenations_runs_contiguous():
-    """The zoo U-Net (3-, 8- and 24-channel convolutions, skip concatenations): its channels-last
-    pair predicts 0.81 of the contiguous pair's peak, but Inductor runs it with copies the model does
-    not charge (a concatenation's contiguous buffer written early and copied channels-last for its
-    convolution): 918,740 B measured against 895,316 contiguous (AVX512, 2026-12-06), so it runs
-    contiguous (partitioner.CHANNELS_LAST_PEAK_SHARE), below min-cut's measured peak on torch 2.13
-    (on 2.11 contiguous measures 1,067,348 B against min-cut's 1,004,756, not investigated)."""
+    """The zoo U-Net (3-, 8- and 24-channel convolutions, skip concatenations): channels-last,
+    Inductor writes each skip concatenation contiguous and copies it for its convolution (charged
+    since 2026-12-06 16:00; before, the channels-last pair predicted 0.81 of the contiguous pair and
+    measured 918,740 B against 895,316).  Its channels-last pair still predicts 0.89 of the
+    contiguous one and measures 1.10 of it (AVX512), so it runs contiguous
+    (partitioner.CHANNELS_LAST_PEAK_SHARE), below min-cut's measured peak on torch 2.13 (on 2.11
+    contiguous measured 1,067,348 B against min-cut's 1,004,756, not investigated)."""
     case = make_unet()
     peaks, reports = measured_with_min_cut(case.model, case.inputs)
     assert [r.channels_last for r in reports] == [False]

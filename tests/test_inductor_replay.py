@@ -10,8 +10,10 @@ Invariants: fused pointwise intermediates add no bytes (ops tagged pointwise, ga
 loaders Inductor computes pointwise without the tag, such as ``constant_pad_nd``); a pointwise result whose same-size input
 dies at it adds no bytes at its step (and does when the input lives on, or sizes differ), nor
 does an index-put accumulating into dying zeros (an embedding's gradient); a
-value the graph returns is never fused; on real pairs the Inductor-aware peak is at most the
-plain one.
+value the graph returns is never fused; a concatenation is alive from the first kernel that writes
+one of its pieces, and a piece computed into its slice has no buffer of its own; on the CPU a value
+that dies inside one C++ call of generated kernels is freed after the call; on real pairs the
+Inductor-aware peak is at most the plain one.
 
 A view of a fused value is fused with it.  Known gaps, ``xfail(strict=True)``: a pointwise value
 whose reader is a returned reduction is allocated; a fused kernel is replayed at its reader's
@@ -354,6 +356,58 @@ def test_cropped_gradient_stays_alive_until_its_reader():
     (mm,) = _named(gm, aten.mm.default)
     assert pad in fused_in(gm.graph) and mul in fused_in(gm.graph)
     assert ind[pad.name] == ind[mm.name] == _nbytes(mm)
+
+
+def test_concatenation_allocated_by_the_first_kernel_writing_a_piece():
+    """cat([x, x @ w]): Inductor copies the input x into its slice inside the first kernel that
+    reads x (the row sums, before the matmul), so the concatenation is alive from there; the
+    matmul writes its slice itself (``out=``), with no buffer of its own."""
+    def fn(x, w):
+        a = x.sum(1, keepdim=True)
+        m = x @ w
+        c = torch.cat([x, m], 1)
+        return ((c * a).sum(0),)
+
+    gm, plain, ind = _replay(fn, torch.randn(64, 64), torch.randn(64, 64))
+    (total,), (mm,), (cat,) = _named(gm, aten.sum.dim_IntList)[:1], _named(gm, aten.mm.default), _named(gm, aten.cat.default)
+    assert ind[total.name] == _nbytes(cat) + _nbytes(total)
+    assert ind[mm.name] == ind[total.name] and ind[cat.name] == ind[mm.name]
+    assert plain[total.name] == _nbytes(total) and plain[cat.name] == plain[mm.name] + _nbytes(cat)
+
+
+@pytest.mark.parametrize("returned", [False, True])
+def test_piece_computed_into_its_slice(returned):
+    """cat([relu(x), y]), the ReLU read by two reductions first: Inductor realizes it where it is
+    computed, straight into its slice, so it has no buffer of its own and the concatenation is
+    alive from there; returned as well, it is a buffer of its own and the cat copies it."""
+    def fn(x, y):
+        r = torch.relu(x)
+        s = r.sum(0) + r.amax(0)
+        c = torch.cat([r, y], 1)
+        return (c, s, r) if returned else (c, s)
+
+    gm, plain, ind = _replay(fn, torch.randn(64, 64), torch.randn(64, 64))
+    (relu,), (cat,) = _named(gm, aten.relu.default), _named(gm, aten.cat.default)
+    assert plain[cat.name] >= _nbytes(relu) + _nbytes(cat)
+    assert ind[relu.name] == (_nbytes(relu) if returned else _nbytes(cat))
+    assert ind[cat.name] - ind[relu.name] == (_nbytes(cat) if returned else 0) + 2 * 64 * 4  # and the two reductions
+
+
+def test_values_dying_in_a_cpu_kernel_call_are_freed_after_it():
+    """Between two matmuls, Inductor's CPU backend runs the generated kernels as one C++ call: the
+    matmul's result, whose last reader (the row sums) comes first, stays alive until the call
+    has written the exponential too; the next matmul ends the call."""
+    def fn(x, w):
+        m = x @ w
+        s = m.sum(1, keepdim=True)
+        e = torch.exp(x)
+        return (e @ w + s,)
+
+    gm, plain, ind = _replay(fn, torch.randn(64, 64), torch.randn(64, 64))
+    (first, second), (exp,) = _named(gm, aten.mm.default), _named(gm, aten.exp.default)
+    assert plain[exp.name] == _nbytes(exp) + 64 * 4  # the matmul's result is freed at the row sums
+    assert ind[exp.name] == _nbytes(first) + _nbytes(exp) + 64 * 4
+    assert ind[second.name] == _nbytes(exp) + 64 * 4 + _nbytes(second)  # freed after the call
 
 
 def _late_reduction(x, w1, w2, w3):
