@@ -197,8 +197,7 @@ def concat_writers(nodes: list[fx.Node], own: Callable[[fx.Node], frozenset],
       kernels) is computed straight into its slice, with no buffer of its own: a matmul (called with
       its slice as ``out=``) or a pointwise value read at least twice before the cat (realized where
       the graph computes it) is its own writer; any other pointwise piece stays unrealized until
-      the cat is lowered (its writer is the cat; read by nothing else, the replay gives it no
-      buffer, as to a fused value; read elsewhere too, it is charged one).
+      the cat is lowered (its writer is the cat; the replay still charges it a buffer of its own).
     * Any other piece (a graph input, a convolution's output, a view, a value already placed) is
       copied in by a pointwise copy, which the scheduler fuses into the first generated kernel that
       reads the piece or horizontally with its copies into other concatenations: the writer is

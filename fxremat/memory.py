@@ -337,8 +337,6 @@ class _Replay:
             nodes = _realized_when_read(nodes, fused, set(output.all_input_nodes))
         own = lambda n: frozenset(key for key, _ in _storages(n))  # noqa: E731
         concats = concat_writers(nodes, own, set(output.all_input_nodes)) if self.inductor else {}
-        for cat, writers in concats.items():  # computed into its slice when the cat is lowered, read by nothing else
-            fused.update(p for p, w in writers.items() if w is cat and _is_pointwise(p) and set(p.users) == {cat})
         kernel_end = kernel_ends(nodes, fused, own) if self.inductor else {}
         position = {n: i for i, n in enumerate(nodes)}
         first_write: dict[fx.Node, list[tuple[object, int]]] = {}  # a step: the concatenation buffers allocated there

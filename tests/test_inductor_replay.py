@@ -393,15 +393,6 @@ def test_piece_computed_into_its_slice(returned):
     assert ind[cat.name] - ind[relu.name] == (_nbytes(cat) if returned else 0) + 2 * 64 * 4  # and the two reductions
 
 
-def test_piece_read_only_by_its_concatenation_has_no_buffer():
-    """cat([relu(x), y]) with the ReLU read by nothing else: Inductor computes it into its slice
-    when it lowers the cat, so only the concatenation is allocated (plain: both)."""
-    gm, plain, ind = _replay(lambda x, y: (torch.cat([torch.relu(x), y], 1),), torch.randn(64, 64), torch.randn(64, 64))
-    (relu,), (cat,) = _named(gm, aten.relu.default), _named(gm, aten.cat.default)
-    assert plain[cat.name] == _nbytes(relu) + _nbytes(cat)
-    assert ind[relu.name] == 0 and ind[cat.name] == _nbytes(cat)
-
-
 def test_values_dying_in_a_cpu_kernel_call_are_freed_after_it():
     """Between two matmuls, Inductor's CPU backend runs the generated kernels as one C++ call: the
     matmul's result, whose last reader (the row sums) comes first, stays alive until the call
