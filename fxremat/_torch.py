@@ -189,12 +189,17 @@ def inductor_unroll_reductions_threshold() -> int:
 _INDEX_PUTS = ("index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate")
 
 
+def op_name(node: Any) -> str:
+    """The name of the aten op an FX node calls (its overload packet's: ``"cat"``), else ``""``."""
+    if not isinstance(node, fx.Node) or node.op != "call_function":
+        return ""
+    return getattr(getattr(node.target, "overloadpacket", None), "__name__", "")
+
+
 def index_put_name(node: Any) -> str | None:
     """The op's name if ``node`` is an index-put (it writes values into a copy of its first
     argument; an embedding's gradient is one, accumulating into zeros), else None."""
-    if not isinstance(node, fx.Node) or node.op != "call_function":
-        return None
-    name = getattr(getattr(node.target, "overloadpacket", None), "__name__", None)
+    name = op_name(node)
     return name if name in _INDEX_PUTS else None
 
 

@@ -159,7 +159,7 @@ def _kernel_reader(node: fx.Node) -> bool:
         return False
     if _torch.inductor_pointwise(node) or getattr(torch.Tag, "reduction", None) in getattr(node.target, "tags", ()):
         return True
-    return getattr(getattr(node.target, "overloadpacket", None), "__name__", "") in _GENERATED
+    return _torch.op_name(node) in _GENERATED
 
 
 # Extern kernels Inductor calls with an ``out=`` buffer it chooses: a concatenation can be that buffer.
@@ -172,7 +172,7 @@ def _computed_in_place(node: fx.Node) -> bool:
     allocates its own output)."""
     if _torch.inductor_pointwise(node):
         return True
-    return node.op == "call_function" and getattr(getattr(node.target, "overloadpacket", None), "__name__", "") in _OUT_KERNELS
+    return _torch.op_name(node) in _OUT_KERNELS
 
 
 def _cpu_concat(node: fx.Node) -> bool:

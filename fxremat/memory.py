@@ -229,6 +229,11 @@ def _storages(node: fx.Node) -> list[tuple[object, int]]:
     return [(_torch.storage_key(t), _torch.storage_nbytes(t)) for t in _torch.tensors_in(node.meta.get("val"))]
 
 
+def _own(node: fx.Node) -> frozenset:
+    """The storage keys of ``node``'s own value."""
+    return frozenset(key for key, _ in _storages(node))
+
+
 _is_pointwise = _torch.inductor_pointwise
 
 def _reinplaced(node: fx.Node) -> bool:
@@ -335,9 +340,8 @@ class _Replay:
         fused = fused_in(graph) if self.inductor else set()
         if self.inductor:
             nodes = _realized_when_read(nodes, fused, set(output.all_input_nodes))
-        own = lambda n: frozenset(key for key, _ in _storages(n))  # noqa: E731
-        concats = concat_writers(nodes, own, set(output.all_input_nodes)) if self.inductor else {}
-        kernel_end = kernel_ends(nodes, fused, own) if self.inductor else {}
+        concats = concat_writers(nodes, _own, set(output.all_input_nodes)) if self.inductor else {}
+        kernel_end = kernel_ends(nodes, fused, _own) if self.inductor else {}
         position = {n: i for i, n in enumerate(nodes)}
         first_write: dict[fx.Node, list[tuple[object, int]]] = {}  # a step: the concatenation buffers allocated there
         early_dropped: dict[fx.Node, list[tuple[object, int]]] = {}  # a step: their early references, dropped after it
@@ -399,7 +403,7 @@ def _copied_channels_last(cat: fx.Node, writers: dict[fx.Node, fx.Node]) -> bool
     conv = ("convolution", "convolution_backward")
     in_place = all(w is p or (w is cat and _is_pointwise(p)) for p, w in writers.items())
     return (cat.meta["val"].dim() == 4 and in_place
-            and any(getattr(getattr(u.target, "overloadpacket", None), "__name__", "") in conv for u in cat.users))
+            and any(_torch.op_name(u) in conv for u in cat.users))
 
 
 def _realized_when_read(nodes: list[fx.Node], fused: set[fx.Node], returned: set[fx.Node]) -> list[fx.Node]:
@@ -410,7 +414,6 @@ def _realized_when_read(nodes: list[fx.Node], fused: set[fx.Node], returned: set
     recomputes a segment for that reader, the value is computed after the recomputation (HF
     MobileNetV2: a batch norm's input gradient, whose 12.4 MiB operands stayed alive through the
     recomputed stem, 8 MiB above the graph order's peak)."""
-    own = lambda n: frozenset(key for key, _ in _storages(n))  # noqa: E731
     reduction = getattr(torch.Tag, "reduction", None)
 
     def deferred(node: fx.Node) -> fx.Node | None:
@@ -418,7 +421,7 @@ def _realized_when_read(nodes: list[fx.Node], fused: set[fx.Node], returned: set
             return None
         (reader,) = node.users
         if (reader.op != "call_function" or _is_pointwise(reader) or reduction in getattr(reader.target, "tags", ())
-                or reader.target is operator.getitem or is_view(reader, own)):
+                or reader.target is operator.getitem or is_view(reader, _own)):
             return None
         return reader
 
