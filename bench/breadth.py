@@ -1,11 +1,11 @@
-"""Breadth check: every case of bench/breadth_models.py, breadth_more.py and breadth_round6_{a,b}.py through
+"""Breadth check: every case of bench/breadth_models.py, breadth_more.py, breadth_round6_{a,b}.py and breadth_round7.py through
 fxremat and min-cut.
 
-    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (207 cases)
+    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (211 cases)
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
     python -m bench.breadth --inductor mistral swin   # a subset, by name
     python -m bench.breadth --list
-    python -m bench.breadth --medium --inductor --hf-ckpt   # 75 families at an activation-dominated size
+    python -m bench.breadth --medium --inductor --hf-ckpt   # 79 families at an activation-dominated size
 
 For each case: two training steps (seeded, so random ops draw alike) in eager, through
 ``min_cut_backend`` and through ``fxremat.make_backend`` (the same compiler); the largest gradient
@@ -13,8 +13,10 @@ error of each against eager, relative to each gradient's largest entry, and fxre
 min-cut's; whether fxremat planned every graph (a fallback logs a warning, printed); with
 ``--inductor`` the measured peak of one step of each (fxremat.profiling.peak_of_training_step) and
 the predicted peaks; with ``--hf-ckpt`` also the peak of HF's per-layer checkpointing
-(``gradient_checkpointing_enable(use_reentrant=False)``, default compile) where the model has it.
-``--medium``: the cases of :mod:`bench.breadth_medium`, ``_medium_more`` and ``_medium_round6`` instead.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
+(``gradient_checkpointing_enable(use_reentrant=False)``, default compile) where the model has it
+(round 7's DenseNet has the same switch: torchvision's ``memory_efficient``).
+``--medium``: the cases of :mod:`bench.breadth_medium`, ``_medium_more``, ``_medium_round6`` and
+:mod:`bench.breadth_round7`'s ``MEDIUM_ROUND7`` instead.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
 than eager's unless ``--fallback-random``: compare such cases with min-cut, not eager.
 A JSON line per case goes to --json if given.
 """
@@ -40,9 +42,10 @@ from .breadth_models import CASES as _CASES
 from .breadth_more import MORE
 from .breadth_round6_a import ROUND6_A
 from .breadth_round6_b import ROUND6_B
+from .breadth_round7 import ROUND7
 
-# round 5 (bench.breadth_more): 41 families added 2026-12-05; round 6: added 2026-12-06
-CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B}
+# round 5 (bench.breadth_more): 41 families added 2026-12-05; rounds 6 and 7: added 2026-12-06
+CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B, **ROUND7}
 
 MIB = 2**20
 
@@ -105,7 +108,7 @@ def run_case(name: str, compiler: str, cases: dict | None = None, hf_ckpt: bool 
     out["fxremat_vs_eager"] = max(_error(a, b) for a, b in zip(fx_steps, eager))
     out["min_cut_vs_eager"] = max(_error(a, b) for a, b in zip(mc_steps, eager))
     out["fxremat_vs_min_cut"] = max(_error(a, b) for a, b in zip(fx_steps, mc_steps))
-    hf = getattr(model, "hf", None)
+    hf = getattr(model, "hf", model)  # an HF model, or one with the same switch (round 7's DenseNet)
     if hf_ckpt and compiler == "inductor" and getattr(hf, "supports_gradient_checkpointing", False):
         torch._dynamo.reset()
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -142,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         from .breadth_medium import MEDIUM
         from .breadth_medium_more import MEDIUM_MORE
         from .breadth_medium_round6 import MEDIUM_ROUND6
+        from .breadth_round7 import MEDIUM_ROUND7
 
-        cases = {**MEDIUM, **MEDIUM_MORE, **MEDIUM_ROUND6}
+        cases = {**MEDIUM, **MEDIUM_MORE, **MEDIUM_ROUND6, **MEDIUM_ROUND7}
     else:
         cases = CASES
     if args.list:

@@ -23,9 +23,9 @@ backward computes again where it needs them.  The chain counts neither.
 Invariant: each storage is counted once.  ``saved_bytes[i]`` counts the storages, allocated in
 stage i, that the base plan (PyTorch's min-cut, which already recomputes cheap pointwise ops
 well) saves; ``output_bytes[i]`` is the one tracked storage crossing boundary i.  Storages that
-every plan saves (values banned from recomputation, and *long-lived* storages read across many
-layers, such as a padding mask, or computed early and read only late, or left unread for a quarter
-of the forward, such as a long skip, see :func:`_long_lived`; every plan of that chain saves them,
+every plan saves (values banned from recomputation, and *long-lived* storages that span many
+layers, such as a padding mask, a long skip or a DenseNet block's layer outputs, see
+:func:`_long_lived`; every plan of that chain saves them,
 ``Linearization.long_lived``; :func:`linearizations` gives the chain of every such choice, best
 first) are moved from ``saved_bytes`` into the
 ``transient_bytes`` of their own and every later stage, so that the
@@ -114,16 +114,11 @@ def linearizations(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: 
     # Allocation position and last forward use of every storage allocated by the forward.
     born: dict[object, int] = {}
     last_use: dict[object, int] = {}
-    readers: dict[object, list[int]] = {}
-    first_read: dict[object, int] = {}  # first reader of its data (not a view of it, not a *_like op), or len(forward)
     for k, node in enumerate(forward):
         reads = [pos[u] for u in node.users if u in pos]
         for key in facts[node].storages:
             born.setdefault(key, k)
             last_use[key] = max(last_use.get(key, k), *reads, -1)
-            readers.setdefault(key, []).extend(reads)
-            data = [pos[u] for u in node.users if u in pos and key not in facts[u].storages and not _shape_only(u)]
-            first_read[key] = min(first_read.get(key, len(forward)), *data, len(forward))
     external = {key for p in jg.primals for key in facts[p].storages}
     for key in external:
         born.pop(key, None)
@@ -131,7 +126,7 @@ def linearizations(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: 
     rebuilt = _rebuilt(jg, born)
     pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
-    options = _long_lived(tracked, born, last_use, readers, len(forward), first_read)
+    options = _long_lived(tracked, born, last_use, len(forward))
     build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
     if score is None or len(options) == 1:
         return [build(options[-1])]
@@ -354,67 +349,36 @@ def _boundaries(tracked: list[object], born: dict[object, int], last_use: dict[o
 
 
 LONG_LIVED_TRIES = 16
-LONG_LIVED_READERS = 3
-LONG_LIVED_SPAN = 0.25  # or a storage unread for this share of the forward (_idle_skip, _idle_gap)
 
 
 def _long_lived(tracked: list[object], born: dict[object, int], last_use: dict[object, int],
-                readers: dict[object, list[int]], length: int, first_read: dict[object, int]) -> list[set[object]]:
+                length: int) -> list[set[object]]:
     """Storages read across many layers (an attention mask, rotary tables, an encoder's output
-    read by every decoder layer) cross every boundary of the layers they span, so no boundary
-    there has a single crossing storage.  Such a storage is alive whatever is checkpointed;
-    saving it always (and counting it once, as fixed bytes) frees those boundaries.  The
-    candidates are the ``k`` longest-lived storages (k = 0..16) such that each taken storage is
-    read in at least 3 of the resulting stages, or is computed early and first read late
-    (:func:`_idle_skip`: HF GIT's text embeddings, computed before the vision encoder and read
-    after it by the concatenation of image and text tokens, left the whole vision encoder one
-    stage, 2026-12-05), or is unread for a quarter of the forward between two reads
-    (:func:`_idle_gap`: an MoE router's logits, read by its layer and again by the auxiliary loss
-    after the last layer, left HF GPT-OSS's last three layers one stage, 2026-12-06; the long skip
-    around each group of Swin layers and around the whole body of HF Swin2SR, as large as the
-    stream, left the body one stage, 2026-12-06); returned from k = 0 to the ``k`` that gives the
-    most boundaries (the last).  Taking a storage that spans one sublayer (a residual
-    stream value) also passes these tests (in a two-layer model its idle gap across an attention
-    is a quarter of the forward), but it pins a value the plan might rather checkpoint or
-    recompute, so the caller compares the options on the chain they give."""
+    read by every decoder layer, a long skip, a DenseNet block's layer outputs, each read by the
+    concatenation of every later layer) cross every boundary of the layers they span, so no
+    boundary there has a single crossing storage.  Such a storage is alive whatever is
+    checkpointed; saving it always (and counting it once, as fixed bytes) frees those boundaries.
+    The candidates are the ``k`` longest-lived storages, k = 0..16, each ``k`` that gives more
+    boundaries than every smaller one; returned in that order (the last gives the most).
+    Taking a storage that spans one sublayer (a residual stream value) also frees boundaries, but
+    it pins a value the plan might rather checkpoint or recompute: the caller compares the options
+    on the chain they give (its least peak), and the replay judges the best two.
+
+    Until 2026-12-06 a ``k`` was offered only if each storage taken was read in three stages of
+    the resulting chain, computed early and first read late, or unread for a quarter of the
+    forward.  A DenseNet block fails all three: the last layer's output, taken with the others, is
+    read by two concatenations, so the blocks stayed one stage each (a torchvision-style
+    DenseNet-BC, 64 px, batch 8, through Inductor: 158.3 MiB, 0.77x min-cut; offered, 90.3 MiB,
+    0.44x)."""
     longest = sorted((key for key in tracked if last_use[key] > born[key]), key=lambda k: born[k] - last_use[k])
     options, best_count = [set()], len(_boundaries(tracked, born, last_use, length)[0])
     for k in range(1, min(LONG_LIVED_TRIES, len(longest)) + 1):
         drop = set(longest[:k])
-        bounds = _boundaries([key for key in tracked if key not in drop], born, last_use, length)[0]
-        spread = all(len({bisect.bisect_left(bounds, r) for r in readers[key]}) >= LONG_LIVED_READERS
-                     or _idle_skip(key, born, last_use, first_read, length)
-                     or _idle_gap(key, born, readers, length) for key in drop)
-        if spread and len(bounds) > best_count:
+        count = len(_boundaries([key for key in tracked if key not in drop], born, last_use, length)[0])
+        if count > best_count:
             options.append(drop)
-            best_count = len(bounds)
+            best_count = count
     return options
-
-
-def _idle_skip(key: object, born: dict[object, int], last_use: dict[object, int], first_read: dict[object, int],
-               length: int) -> bool:
-    """Whether ``key`` is computed early and its data first read late: alive across at least
-    ``LONG_LIVED_SPAN`` of the forward and not read in the first half of that span (a residual
-    stream value, read at once by its sublayer, is not; a view of it or a ``zeros_like`` reads no
-    data)."""
-    span = last_use[key] - born[key]
-    return span >= LONG_LIVED_SPAN * length and first_read[key] - born[key] >= span / 2
-
-
-def _idle_gap(key: object, born: dict[object, int], readers: dict[object, list[int]], length: int) -> bool:
-    """Whether ``key`` goes unread for at least ``LONG_LIVED_SPAN`` of the forward between its
-    birth or one read and the next read (alive across those positions whatever is checkpointed)."""
-    reads = sorted({born[key], *readers[key]})
-    return any(b - a >= LONG_LIVED_SPAN * length for a, b in zip(reads, reads[1:]))
-
-
-_SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty",
-                         "new_full", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset"})
-
-
-def _shape_only(node: fx.Node) -> bool:
-    """Whether ``node`` reads only its inputs' shapes, dtypes and devices, not their data."""
-    return getattr(getattr(node.target, "overloadpacket", None), "__name__", "") in _SHAPE_ONLY
 
 
 def _pinned(jg: JointGraph, born: dict[object, int]) -> set[object]:

@@ -452,7 +452,7 @@ class InplaceAndInputMutation(nn.Module):
 
 @pytest.mark.parametrize("config", [*CONFIGS, CHEN], ids=repr)
 def test_inplace_ops_and_input_mutation(config):
-    check_hazard(lambda: (InplaceAndInputMutation(), (x64(), torch.zeros(64, 64))), config)
+    check_hazard(lambda: (InplaceAndInputMutation(), (x64(256), torch.zeros(256, 64))), config)
 
 
 class InputReadThenMutated(nn.Module):
@@ -1123,12 +1123,12 @@ class CustomOpNoise(nn.Module):
 
 @pytest.mark.parametrize("config", CONFIGS_ALL, ids=repr)
 def test_custom_op_declared_random(config):
-    check_hazard(lambda: (CustomOpNoise(declared=True), (x64(), torch.ones(64, 256))), config)
+    check_hazard(lambda: (CustomOpNoise(declared=True), (x64(256), torch.ones(256, 256))), config)
 
 
 @pytest.mark.parametrize("config", [FXREMAT, BUDGET], ids=repr)
 def test_custom_op_undeclared_random(config):
-    check_hazard(lambda: (CustomOpNoise(declared=False), (x64(), torch.ones(64, 256))), config)
+    check_hazard(lambda: (CustomOpNoise(declared=False), (x64(256), torch.ones(256, 256))), config)
 
 
 class CondWithDropout(nn.Module):
