@@ -24,7 +24,6 @@ A value :func:`fxremat.merge.store_shared` marks (``_torch.realize_op``) is stor
 is an alias of it.  A view of a fused value is fused with it.  Thresholds are read from ``torch._inductor.config``
 when it has them (``_torch.inductor_realize_thresholds``).
 
-
 Two more facts of Inductor's allocation, used by the replay only (:mod:`fxremat.memory`): which
 kernel writes each piece of a CPU concatenation (:func:`concat_writers`: the buffer is alive from
 the first), and which nodes run in one C++ call on the CPU (:func:`kernel_ends`: buffers dying

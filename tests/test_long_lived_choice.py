@@ -106,11 +106,14 @@ def make_early_late(seed: int = 0) -> ZooCase:
     return ZooCase("early_late", EarlyLate(), (torch.randint(0, 128, (2, 16)), torch.randn(2, 32, 64)))
 
 
+DENSE_LAYERS = 4
+
+
 class DenseBlockNet(nn.Module):
     """A DenseNet block: each layer (norm, ReLU, 3x3 convolution) reads the concatenation of the
     stem's and every earlier layer's outputs; the block returns the concatenation of all."""
 
-    def __init__(self, layers: int = 4, c0: int = 8, growth: int = 8) -> None:
+    def __init__(self, layers: int = DENSE_LAYERS, c0: int = 8, growth: int = 8) -> None:
         super().__init__()
         self.stem = nn.Conv2d(3, c0, 3, padding=1)
         self.norms = nn.ModuleList(nn.BatchNorm2d(c0 + j * growth) for j in range(layers))
@@ -311,7 +314,7 @@ def test_dense_block_outputs_free_the_cuts(monkeypatch):
     through Inductor: 158.3 -> 90.3 MiB, 2026-12-06).  The last layer's output, read by two
     concatenations only, must be taken with the others."""
     jg, base, always = recorded("dense_block")
-    layers = DenseBlockNet().convs.__len__()
+    layers = DENSE_LAYERS
     lin = linearize(jg, base, always, score=least_peak)
     convolutions = {n for n in lin.long_lived if n.target == aten.convolution.default}
     assert len(convolutions) >= layers - 1, [n.name for n in lin.long_lived]  # the layer outputs (the stem's too)
@@ -327,7 +330,7 @@ def test_dense_connections_taken_together():
     free the boundaries inside the later layers; the most-boundaries option takes all."""
     layers, width = 4, 10
     length = layers * width + 2
-    born, last_use, _ = _stream(length)
+    born, last_use = _stream(length)
     for j in range(layers):
         born[f"f{j}"], last_use[f"f{j}"] = width * (j + 1) - 1, length - 1
     tracked = list(born)
@@ -337,11 +340,10 @@ def test_dense_connections_taken_together():
     assert _count(tracked, born, last_use, length, set()) < width
 
 
-def _stream(length: int) -> tuple[dict, dict, dict]:
-    """A residual stream value per forward position, read by the next position only."""
+def _stream(length: int) -> tuple[dict, dict]:
+    """(born, last_use) of a residual stream value per forward position, read by the next position only."""
     stream = [f"x{k}" for k in range(length - 1)]
-    return ({key: k for k, key in enumerate(stream)}, {key: k + 1 for k, key in enumerate(stream)},
-            {key: [k + 1] for k, key in enumerate(stream)})
+    return {key: k for k, key in enumerate(stream)}, {key: k + 1 for k, key in enumerate(stream)}
 
 
 def _count(tracked: list, born: dict, last_use: dict, length: int, drop: set) -> int:
@@ -354,10 +356,9 @@ def test_value_read_again_after_the_stack_frees_the_cuts():
     GPT-OSS's last three layers were one stage: 151.7 -> 89.2 MiB predicted, 2026-12-06)."""
     blocks, width = 4, 10  # block b spans positions [10 b, 10 b + 10)
     length = blocks * width + 2
-    born, last_use, readers = _stream(length)
+    born, last_use = _stream(length)
     for b in range(blocks):  # router logits: born in block b, read at once and at the end
-        key = f"r{b}"
-        born[key], readers[key], last_use[key] = width * b + 1, [width * b + 2, length - 1], length - 1
+        born[f"r{b}"], last_use[f"r{b}"] = width * b + 1, length - 1
     tracked = list(born)
     options = fxremat.linearize._long_lived(tracked, born, last_use, length)
     assert options[-1] == {"r0", "r1", "r2", "r3"}
@@ -373,12 +374,10 @@ def test_long_skips_around_groups_free_the_cuts():
     leaving it one stage (HF Swin2SR: 12 -> 44 stages, 92.2 -> 33.7 MiB predicted, 2026-12-06)."""
     groups, layer = 2, 10  # a group is two layers of 10 positions; the body spans [1, 41)
     length = groups * 2 * layer + 3
-    born, last_use, readers = _stream(length)
-    born["body"], readers["body"], last_use["body"] = 0, [1, length - 2], length - 2
-    for g in range(groups):
-        start, end = 1 + 2 * layer * g, 1 + 2 * layer * (g + 1)
-        key = f"group{g}"
-        born[key], readers[key], last_use[key] = start, [start + 1, start + layer // 2, end], end
+    born, last_use = _stream(length)
+    born["body"], last_use["body"] = 0, length - 2  # read at 1 and at the end
+    for g in range(groups):  # read at the group's start, by its first layer's add and at its end
+        born[f"group{g}"], last_use[f"group{g}"] = 1 + 2 * layer * g, 1 + 2 * layer * (g + 1)
     tracked = list(born)
     options = fxremat.linearize._long_lived(tracked, born, last_use, length)
     assert options[-1] == {"body", "group0", "group1"}
