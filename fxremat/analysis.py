@@ -17,9 +17,10 @@ What is decided here:
   them) while eager autograd keeps no reference to them (no backward node reads them);
 * recomputability: a forward node may not be recomputed if it is random (only on a torch that
   cannot replay its RNG state; see ``_torch.replay_rng``), mutates or reads a
-  mutated input, is effectful or a collective, is impure, is a custom (non-aten, non-prims) op or
-  a higher-order op (whose hidden state or subgraphs we cannot vouch for), is an output of a
-  banned multi-output op, or a checkpoint policy says MUST_SAVE.
+  mutated input, is effectful or a collective, is impure, is a custom (non-aten, non-prims) op
+  nobody vouches for (:data:`PURE_CUSTOM_OPS`, ``Options.recomputable_ops``) or a higher-order op
+  (whose hidden state or subgraphs we cannot vouch for), is an output of a banned multi-output
+  op, or a checkpoint policy says MUST_SAVE.
 """
 
 from __future__ import annotations
@@ -37,7 +38,18 @@ from . import _torch
 from .fusion import fused_values, readers_fusible
 from .timing import flops, graph_seconds
 
-__all__ = ["Role", "NodeFacts", "JointGraph", "analyze", "primal_gradients"]
+__all__ = ["Role", "NodeFacts", "JointGraph", "analyze", "primal_gradients", "PURE_CUSTOM_OPS"]
+
+# Custom ops known to be pure and deterministic, so that recomputing one gives the value the
+# forward computed.  transformers' grouped matmul of MoE experts (``transformers.integrations.moe``:
+# ``mm`` into the slices of a zeroed output), which every HF MoE model (Mixtral, Qwen-MoE,
+# DeepSeek, GPT-OSS, ...) runs under torch.compile when its expert weights are not bfloat16:
+# saved, its outputs held the expert activations of every layer to the backward (HF GPT-OSS,
+# 4 layers, sequence 512, through Inductor: 77.3 MiB saved, 58.3 recomputed; per-layer
+# checkpointing, which replays it eagerly, 69.9; 2026-12-06).  A user vouches for more with
+# ``Options.recomputable_ops``; any other custom op is saved (it may draw random numbers
+# without saying so, and a recomputation would then differ from the forward).
+PURE_CUSTOM_OPS = frozenset({"transformers::grouped_mm_fallback"})
 
 
 class Role(enum.Enum):
@@ -107,7 +119,8 @@ class JointGraph:
     outputs_dropped: bool = False
 
 
-def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_storages: set) -> str | None:
+def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_storages: set,
+                   pure_ops: frozenset[str]) -> str | None:
     if node.op != "call_function":
         return None if node.op == "get_attr" else f"{node.op} node"
     target = node.target
@@ -128,7 +141,11 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
         if target._schema.is_mutable:
             return "mutates an input"
         if target.namespace not in _BUILTIN_NAMESPACES:
-            return f"custom op {target.namespace}::{target._schema.name.split('::')[-1]} (its purity is unknown)"
+            name = f"{target.namespace}::{target._schema.name.split('::')[-1]}"
+            if name not in pure_ops:
+                return f"custom op {name} (its purity is unknown; Options.recomputable_ops vouches for one)"
+            if _torch.is_random(node) or any(r.alias_info is not None for r in target._schema.returns):
+                return f"custom op {name} (listed as recomputable, but its schema says it draws or aliases)"
     elif _torch.is_effectful(node):
         return "effectful op"
     elif isinstance(target, torch._ops.HigherOrderOperator):
@@ -153,10 +170,13 @@ def analyze(
     static_lifetime_input_indices: list[int] | None = None,
     inductor: bool = False,
     outputs_dropped: bool = False,
+    recomputable_ops: frozenset[str] = frozenset(),
 ) -> JointGraph:
     """Compute the :class:`JointGraph` record of ``joint`` (``joint`` itself is left untouched).
     ``inductor``: the graphs go to Inductor, so pointwise values it fuses are never materialized;
-    ``outputs_dropped``: the caller drops the user outputs after the forward (``JointGraph.outputs_dropped``)."""
+    ``outputs_dropped``: the caller drops the user outputs after the forward (``JointGraph.outputs_dropped``);
+    ``recomputable_ops``: custom ops (``"namespace::name"``) the user vouches for, besides :data:`PURE_CUSTOM_OPS`."""
+    pure_ops = PURE_CUSTOM_OPS | frozenset(recomputable_ops)
     graph = joint.graph
     info = _torch.classify_nodes(joint, static_lifetime_input_indices or [], num_fwd_outputs)
     primals = tuple(n for n in graph.nodes if _torch.is_primal(n))
@@ -194,7 +214,7 @@ def analyze(
         else:
             role = Role.BACKWARD
             backward.append(node)
-        ban = _recompute_ban(node, facts, mutated_storages) if role is Role.FORWARD else None
+        ban = _recompute_ban(node, facts, mutated_storages, pure_ops) if role is Role.FORWARD else None
         facts[node] = NodeFacts(role, keys, flops(node) if role is Role.FORWARD else 0.0, ban)
     visible = {key for n in primals if facts[n].role is Role.INPUT for key in facts[n].storages}
     visible.update(key for n in fwd_outputs for key in facts[n].storages)

@@ -151,6 +151,7 @@ def make_backend(
     *,
     compiler: str = "inductor",
     strict_budget: bool = False,
+    recomputable_ops: tuple[Any, ...] = (),
 ) -> _Backend:
     """A configured backend.
 
@@ -165,8 +166,12 @@ def make_backend(
         strict_budget: for a graph whose budget no plan meets: ``False`` (default) runs the plan
             of least predicted peak with one warning; ``True`` raises :class:`fxremat.BudgetError`
             naming the smallest feasible peak.
+        recomputable_ops: custom ops you vouch are pure and deterministic (names
+            ``"namespace::name"`` or ``torch.ops`` ops), which the backward may then recompute;
+            other custom ops are saved (:class:`fxremat.Options`).
     """
-    return _Backend(FxrematPartitioner(Options(solver, memory_budget, strict_budget)), compiler, planned=True)
+    options = Options(solver, memory_budget, strict_budget, recomputable_ops)
+    return _Backend(FxrematPartitioner(options), compiler, planned=True)
 
 
 def min_cut_backend(activation_memory_budget: float | None = None, *, compiler: str = "inductor") -> _Backend:

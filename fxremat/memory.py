@@ -22,7 +22,9 @@ is an extern kernel is allocated just before that reader, where Inductor realize
 (Inductor's addmm; :func:`fxremat.lowering.keep_matmuls_in_place` avoids that where it would hold
 more than it saves), and that add, the addmm's output, is a buffer even where its readers are
 pointwise; and a pointwise result takes over the buffer of a same-size input that dies at
-it (Inductor's in-place reuse; saved tensors die in the backward and are donated the same way),
+it or at an elementwise fused value its kernel computes (Inductor's in-place reuse: HF's loss gradient,
+``onehot * g - exp(logits - max - log_sum) * sum``, is written into the logits' buffer, through
+the fused ``exp``; saved tensors die in the backward and are donated the same way),
 as does an index-put's result its first argument when that dies at it (Inductor reinplaces it).
 A concatenation is allocated by the first kernel that writes one of its pieces, and a piece
 computed into its slice has no buffer of its own (:func:`fxremat.fusion.concat_writers`).  On the
@@ -376,7 +378,11 @@ class _Replay:
             else:
                 self.hold(node)
                 if self.inductor and node not in fused and _is_pointwise(node):
-                    self.reuse_dying_input(node, dies_after.get(node, ()), returned)
+                    dying = list(dies_after.get(node, ()))
+                    if kernel_end.get(node, node) is node:  # and what dies at an elementwise fused value it computes
+                        dying = [*(v for v in freed_after.get(node, ()) if _elementwise_reader(last_use.get(v), node, fused)),
+                                 *dying]
+                    self.reuse_dying_input(node, dying, returned)
                 elif self.inductor and _reinplaced(node) and isinstance(node.args[0], fx.Node):
                     dying = [a for a in dies_after.get(node, ()) if a is node.args[0]]
                     self.reuse_dying_input(node, dying, returned)
@@ -391,6 +397,16 @@ class _Replay:
             self.release_storages(early_dropped.pop(node, ()))
             if node not in last_use and node.name not in returned:
                 self.release(node)  # never used: dies at once
+
+
+def _elementwise_reader(reader: fx.Node | None, node: fx.Node, fused: set[fx.Node]) -> bool:
+    """Whether ``reader``, a fused value of ``node``'s kernel, reads its inputs where ``node``
+    writes: pointwise, of ``node``'s shape (a value read through a broadcast, a reduction or a
+    view in between is not taken over in place)."""
+    if reader is None or reader not in fused or not _is_pointwise(reader):
+        return False
+    shape = lambda n: getattr(n.meta.get("val"), "shape", None)  # noqa: E731
+    return shape(reader) is not None and shape(reader) == shape(node)
 
 
 def _copied_channels_last(cat: fx.Node, writers: dict[fx.Node, fx.Node]) -> bool:

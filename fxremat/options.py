@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from dataclasses import asdict, dataclass
 
 from .solvers import SOLVERS
@@ -30,17 +31,24 @@ class Options:
         strict_budget: what happens to a graph whose budget no plan meets.  ``False`` (default):
             best effort, the plan of least predicted peak runs and one warning says so.
             ``True``: :class:`fxremat.BudgetError` (the compile fails).
+        recomputable_ops: custom ops (outside ``aten`` and ``prims``) that the caller vouches are
+            pure and deterministic, so the backward may recompute them: names
+            ``"namespace::name"`` or the ops themselves (``torch.ops.mylib.fused_mlp``).  Other
+            custom ops are saved, never recomputed, except those fxremat knows
+            (:data:`fxremat.analysis.PURE_CUSTOM_OPS`).  Stored as a sorted tuple of names.
     """
 
     solver: str = "linear"
     memory_budget: int | float | None = None
     strict_budget: bool = False
+    recomputable_ops: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.solver, str) or self.solver not in SOLVERS:
             raise ValueError(f"unknown solver {self.solver!r}; expected one of {sorted(SOLVERS)}")
         if not isinstance(self.strict_budget, bool):
             raise ValueError(f"strict_budget must be True or False; got {self.strict_budget!r}")
+        object.__setattr__(self, "recomputable_ops", _op_names(self.recomputable_ops))
         budget = self.memory_budget
         if budget is None:
             return
@@ -67,6 +75,23 @@ class Options:
     def cache_key(self) -> str:
         return ",".join(f"{k}={v!r}" for k, v in sorted(asdict(self).items()))
 
+
+def _op_names(ops: object) -> tuple[str, ...]:
+    """``"namespace::name"`` of each op given by name or as ``torch.ops.ns.name`` (or one of its overloads)."""
+    if isinstance(ops, str) or not isinstance(ops, (tuple, list, set, frozenset)):
+        raise ValueError(f"recomputable_ops must be a tuple of op names such as 'mylib::fused_mlp'; got {ops!r}")
+    names = set()
+    for op in ops:
+        name = op if isinstance(op, str) else getattr(op, "_qualified_op_name", None)
+        if name is None and hasattr(op, "_schema"):  # an OpOverload
+            name = op._schema.name
+        if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
+            raise ValueError(f"recomputable_ops: {op!r} is not an op name 'namespace::name' or a torch.ops op")
+        names.add(name)
+    return tuple(sorted(names))
+
+
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 
 _BUDGET_HELP = (
     "memory_budget must be None (least peak), an int number of bytes >= 0, or a float "

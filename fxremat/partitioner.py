@@ -216,7 +216,8 @@ def partition(
         joint = _merged_copy(joint_module, num_fwd_outputs, static_lifetime_input_indices,
                              kwargs.get("compiler") == "inductor")
         jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
-                     inductor=kwargs.get("compiler") == "inductor", outputs_dropped=fragment is not None and fragment.layer_piece)
+                     inductor=kwargs.get("compiler") == "inductor", outputs_dropped=fragment is not None and fragment.layer_piece,
+                     recomputable_ops=frozenset(options.recomputable_ops))
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         planned = []
         for channels_last in jg.cpu_layouts:
@@ -280,7 +281,8 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
         if copies is None:
             return planned
         jg2 = replace(analyze(copies.joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
-                              inductor=jg.inductor, outputs_dropped=jg.outputs_dropped), channels_last=jg.channels_last)
+                              inductor=jg.inductor, outputs_dropped=jg.outputs_dropped,
+                              recomputable_ops=frozenset(options.recomputable_ops)), channels_last=jg.channels_last)
         other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], Memo(key), fragment)
     except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)

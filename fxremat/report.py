@@ -534,6 +534,7 @@ def explain(
     memory_budget: int | float | None = None,
     name: str | None = None,
     strict_budget: bool = False,
+    recomputable_ops: tuple[Any, ...] = (),
 ) -> Report:
     """Compile ``model`` with fxremat, run one forward + backward, and report each graph's plan.
 
@@ -541,8 +542,8 @@ def explain(
         model: an ``nn.Module`` (or a function) whose output contains at least one floating
             tensor that requires grad; the loss is the sum of ``.float().sum()`` of those.
         example_inputs: the positional inputs of one step.
-        solver, memory_budget, strict_budget: as in :func:`fxremat.make_backend` (validated
-            before compiling; a bad value raises ``ValueError`` naming what is allowed).
+        solver, memory_budget, strict_budget, recomputable_ops: as in :func:`fxremat.make_backend`
+            (validated before compiling; a bad value raises ``ValueError`` naming what is allowed).
         name: the model's name in the printout and the plot (default: its class name).
 
     Returns a :class:`Report`.  With ``strict_budget=True``, raises :class:`fxremat.BudgetError`
@@ -556,8 +557,9 @@ def explain(
     """
     from .backend import make_backend
 
-    Options(solver, memory_budget, strict_budget)  # validate before any compile work
-    backend = make_backend(solver, memory_budget, compiler="eager", strict_budget=strict_budget)
+    Options(solver, memory_budget, strict_budget, recomputable_ops)  # validate before any compile work
+    backend = make_backend(solver, memory_budget, compiler="eager", strict_budget=strict_budget,
+                           recomputable_ops=recomputable_ops)
     if name is None:
         name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", repr(model))
     torch.compiler.reset()

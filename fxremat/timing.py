@@ -13,8 +13,9 @@ predicted step time are in one unit.  The rule is a roofline with a launch cost 
 * every other node is a kernel: ``launch + max(flops / flop_rate, bytes / bandwidth)``, where
   ``bytes`` counts the tensors it writes and the materialized tensors it reads (through fused
   inputs to what they read), and ``flops`` (:func:`flops`) is ``2 m n k`` for a matmul, ``2 x
-  output x fan-in`` for a convolution (as much again per gradient its backward writes), ``4 x q
-  x keys`` for attention and one per output element otherwise.  A stored pointwise op is thus
+  output x fan-in`` for a convolution (as much again per gradient its backward writes), ``2 x
+  output x k`` for a grouped matmul (MoE experts), ``4 x q x keys`` for attention and one per
+  output element otherwise.  A stored pointwise op is thus
   charged its memory traffic, a matmul its FLOPs, a recomputed pointwise op that Inductor fuses
   into its consumer next to nothing.
 
@@ -67,6 +68,10 @@ def _value(node: object) -> object:
     return node.meta.get("val") if isinstance(node, fx.Node) else node
 
 
+# grouped matmuls (MoE experts): each output row is one row of the input times its group's matrix
+_GROUPED_MM = frozenset({"aten::_grouped_mm", "transformers::grouped_mm_fallback"})
+
+
 def flops(node: fx.Node) -> float:
     """A rough FLOP count: matmuls, convolutions and attention by their shapes, everything else
     one per output element."""
@@ -85,6 +90,8 @@ def flops(node: fx.Node) -> float:
             grad_out, w = args[0], args[2]
             forward = 2.0 * _torch.hint(grad_out.numel()) * _torch.hint(w.numel()) // max(1, _torch.hint(w.shape[0]))
             return forward * sum(bool(m) for m in args[-1][:2]) if isinstance(args[-1], (list, tuple)) else 2 * forward
+        if getattr(getattr(node.target, "_schema", None), "name", None) in _GROUPED_MM and out:
+            return 2.0 * numel * _torch.hint(args[0].shape[-1])  # (tokens, k) rows, each by its group's (k, n)
         if packet is not None and "scaled_dot_product" in packet.__name__:
             q, k = args[0], args[1]
             return 4.0 * _torch.hint(q.numel()) * _torch.hint(k.shape[-2])

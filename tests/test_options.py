@@ -22,6 +22,8 @@ from fxremat.options import Options
         (dict(memory_budget=True), r"got True"),
         (dict(memory_budget=0.5, strict_budget="yes"), r"strict_budget must be True or False; got 'yes'"),
         (dict(compiler="tvm"), r"unknown compiler 'tvm'; expected one of \['inductor', 'eager'\]"),
+        (dict(recomputable_ops="mylib::op"), r"recomputable_ops must be a tuple of op names .* got 'mylib::op'"),
+        (dict(recomputable_ops=("fused mlp",)), r"recomputable_ops: 'fused mlp' is not an op name 'namespace::name'"),
     ],
 )
 def test_make_backend_rejects_bad_options(kwargs, message):
@@ -32,8 +34,10 @@ def test_make_backend_rejects_bad_options(kwargs, message):
 def test_options_are_frozen_and_keyed():
     a, b = Options(memory_budget=0.5), Options(memory_budget=1 << 20)
     c = Options(memory_budget=0.5, strict_budget=True)
-    assert len({a.cache_key(), b.cache_key(), c.cache_key()}) == 3
-    assert len({fxremat.FxrematPartitioner(o).uuid() for o in (a, b, c)}) == 3
+    d = Options(memory_budget=0.5, recomputable_ops=("mylib::b", torch.ops.aten.mm, "mylib::b"))
+    assert d.recomputable_ops == ("aten::mm", "mylib::b")  # names, sorted, once each
+    assert len({a.cache_key(), b.cache_key(), c.cache_key(), d.cache_key()}) == 4
+    assert len({fxremat.FxrematPartitioner(o).uuid() for o in (a, b, c, d)}) == 4
     with pytest.raises(Exception):
         a.solver = "dp"
 
