@@ -389,8 +389,10 @@ def test_pinning_never_replays_above_the_unpinned_chain(name, monkeypatch):
     """The chains rank the long-lived choices by their least peak, and the replay of the extracted
     pairs can order them otherwise (the zoo U-Net on an AVX512 processor: the unpinned chain third
     of four, replayed 6% under the two that pin its encoder outputs, 2026-12-06).  The partitioner
-    also replays the chain that pins nothing, so offering long-lived choices never raises the
-    predicted peak above that chain's least-peak plan."""
+    also replays the chain that pins nothing and runs it where it replays under
+    ``UNPINNED_SHARE`` of the best (a near-tie follows the chains: HF T5 s256's unpinned plan
+    replayed 1.1% under and measured 6% over), so offering long-lived choices never raises the
+    predicted peak above that chain's least-peak plan by more than that share."""
     def predicted() -> int:
         case = ZOO[name]()
         with _torch.caches_disabled():
@@ -400,4 +402,4 @@ def test_pinning_never_replays_above_the_unpinned_chain(name, monkeypatch):
     every = partitioner.linearizations
     monkeypatch.setattr(partitioner, "linearizations",
                         lambda *a, **k: [next(lin for lin in every(*a, **k) if not lin.long_lived)])
-    assert with_choices <= predicted()
+    assert with_choices * partitioner.UNPINNED_SHARE <= predicted()
