@@ -459,20 +459,23 @@ def _plan(jg: JointGraph, options: Options, mc_fw: fx.GraphModule, mc_timeline: 
     @functools.cache  # once per partition call: a budget's choice and its grid fractions share them
     def least_peak() -> list[_Candidate]:
         out = [evaluate(lin, least_peak_plan(lin.chain))]
-        if others:  # a near-tie keeps the chain's best (RUNNER_UP_SHARE): the zoo resnet_bn's runner-up,
-            # its first block's input pinned, replayed 0.3% under the best and measured 2.5% over, 2026-12-06
-            runner_up = evaluate(others[0], least_peak_plan(others[0].chain), label="runner-up")
-            if runner_up.timeline.peak_bytes < RUNNER_UP_SHARE * out[0].timeline.peak_bytes:
-                out.append(runner_up)
+
+        def if_clearly_lower(other: Linearization, label: str, share: float) -> None:
+            """Another long-lived choice's plan runs only where it replays under ``share`` of the
+            chain's best: a near-tie follows the chains' ranking (the replay is no finer than a few percent)."""
+            candidate = evaluate(other, least_peak_plan(other.chain), label=label)
+            if candidate.timeline.peak_bytes < share * out[0].timeline.peak_bytes:
+                out.append(candidate)
+
+        if others:  # the zoo resnet_bn's runner-up, its first block's input pinned, replayed 0.3% under
+            # the best and measured 2.5% over, 2026-12-06 (RUNNER_UP_SHARE)
+            if_clearly_lower(others[0], "runner-up", RUNNER_UP_SHARE)
         # and the chain that pins nothing, the one every graph had before long-lived storages:
         # the chains' ranking can miss it (the zoo U-Net: third of four, replayed 6% under the two
-        # that pin its encoder outputs, and measured 7% under them, 2026-12-06), where it replays
-        # clearly lower (UNPINNED_SHARE)
+        # that pin its encoder outputs, and measured 7% under them, 2026-12-06; UNPINNED_SHARE)
         plain = next((o for o in others[1:] if not o.long_lived), None)  # options differ: one pins nothing
         if plain is not None:
-            unpinned = evaluate(plain, least_peak_plan(plain.chain), label="unpinned")
-            if unpinned.timeline.peak_bytes < UNPINNED_SHARE * out[0].timeline.peak_bytes:
-                out.append(unpinned)
+            if_clearly_lower(plain, "unpinned", UNPINNED_SHARE)
         if options.solver != "chen":  # the loss head's model is the least sure: let the replay judge
             for keep in DISCOUNTS:
                 discounted = discount_dominant(lin.chain, solve, keep)
