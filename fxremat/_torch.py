@@ -100,7 +100,10 @@ def hint(x: Any, fallback: int = 4096) -> int:
 
 
 def storage_key(t: torch.Tensor) -> object:
-    """A key equal for all tensors (views included) that share one storage."""
+    """A key equal for all tensors (views included) that share one storage; a sparse tensor
+    (an embedding's ``sparse=True`` gradient), which has no single storage, is its own key."""
+    if t.layout is not torch.strided:
+        return ("sparse", id(t))
     return StorageWeakRef(t.untyped_storage())
 
 
@@ -110,6 +113,10 @@ def storage_keys(node: fx.Node) -> list[object]:
 
 
 def storage_nbytes(t: torch.Tensor) -> int:
+    if t.layout is torch.sparse_coo:
+        return sum(hint(p.numel()) * p.element_size() for p in (t._indices(), t._values()))
+    if t.layout is not torch.strided:  # other sparse layouts: bounded by the dense size
+        return hint(t.numel()) * t.element_size()
     return hint(t.untyped_storage().nbytes())
 
 

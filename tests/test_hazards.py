@@ -996,6 +996,26 @@ def test_integer_and_boolean_tensors(config):
     check_hazard(lambda: (IntegerAndBool(), (torch.randint(0, 100, (16, 16)), torch.rand(16, 16) > 0.3)), config)
 
 
+class SparseEmbedding(nn.Module):
+    """``nn.Embedding(sparse=True)`` (recommender and word-vector models): its weight gradient is
+    a sparse COO tensor, which has no single storage.  Until 2026-12-07 fxremat's analysis asked for
+    its storage and fell back to min-cut on every such graph."""
+
+    def __init__(self, vocab: int = 1000, d: int = 64, n: int = 6) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d, sparse=True)
+        self.body = Deep(d, n)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.body(self.emb(idx))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_sparse_embedding_gradient(config):
+    ours = check_hazard(lambda: (SparseEmbedding(), (torch.randint(0, 1000, (256,)),)), config)
+    assert ours.grads["param emb.weight"].is_sparse
+
+
 class ZeroSizeParts(nn.Module):
     def __init__(self) -> None:
         super().__init__()
