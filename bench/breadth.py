@@ -1,7 +1,7 @@
-"""Breadth check: every case of bench/breadth_models.py, breadth_more.py, breadth_round6_{a,b}.py and breadth_round7.py through
-fxremat and min-cut.
+"""Breadth check: every case of bench/breadth_models.py, breadth_more.py, breadth_round6_{a,b}.py, breadth_round7.py and
+breadth_round8.py through fxremat and min-cut.
 
-    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (211 cases)
+    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (232 cases)
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
     python -m bench.breadth --inductor mistral swin   # a subset, by name
     python -m bench.breadth --list
@@ -43,9 +43,10 @@ from .breadth_more import MORE
 from .breadth_round6_a import ROUND6_A
 from .breadth_round6_b import ROUND6_B
 from .breadth_round7 import ROUND7
+from .breadth_round8 import ROUND8
 
 # round 5 (bench.breadth_more): 41 families added 2026-12-05; rounds 6 and 7: added 2026-12-06
-CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B, **ROUND7}
+CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B, **ROUND7, **ROUND8}
 
 MIB = 2**20
 
@@ -60,9 +61,14 @@ def _step(model: torch.nn.Module, inputs: tuple, loss_fn, fn, seed: int):
     out = fn(*inputs)
     loss = loss_fn(out) if loss_fn else output_loss(out)
     loss.backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    grads = {n: _dense(p.grad) for n, p in model.named_parameters() if p.grad is not None}
     grads.update({f"input {i}": t.grad.clone() for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.grad is not None})
     return loss.detach().clone(), grads
+
+
+def _dense(grad: torch.Tensor) -> torch.Tensor:
+    """A copy of ``grad``, dense (a sparse embedding's gradient is compared entry by entry)."""
+    return grad.to_dense() if grad.is_sparse else grad.clone()
 
 
 def _error(a, b) -> tuple[float, str]:

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.usefixtures("fresh_compile")
 NAMES = ["meta-llama-complex", "moe-topk", "custom-fn", "nograd-part", "emb-scatter", "shared-layers", "mistral",
          "conv-decoder",
          # round 6 (held out, 2026-12-06): MLA + grouped sigmoid routing; Mamba-2's chunked scan
-         "deepseek-v3", "mamba2"]
+         "deepseek-v3", "mamba2",
+         # round 8 (2026-12-07): sparse embedding-bag gradients (fell back before 86a3fce)
+         "sparse-bag-dlrm"]
 
 
 @pytest.mark.parametrize("name", NAMES)
