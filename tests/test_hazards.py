@@ -1035,6 +1035,21 @@ def test_sparse_gradient_counted_in_the_predicted_peak():
     assert abs(report.predicted_peak_bytes - measured) <= 0.01 * measured, (report.predicted_peak_bytes, measured)
 
 
+SAVED_TENSOR_HOOKS = {
+    "save_on_cpu": lambda: torch.autograd.graph.save_on_cpu(),
+    "pack_unpack": lambda: torch.autograd.graph.saved_tensors_hooks(lambda t: t * 1, lambda t: t),
+}
+
+
+@pytest.mark.parametrize("hooks", sorted(SAVED_TENSOR_HOOKS))
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_saved_tensor_hooks_around_the_forward(config, hooks):
+    """Activation offloading (``save_on_cpu``) and a user's pack/unpack hooks around the forward:
+    whatever the saved set, the step equals eager's and min-cut's (the hooks change no value, so
+    both share one eager and one min-cut reference, computed under the first)."""
+    check_hazard(lambda: (Deep(64, 6), (x64(256),)), config, ctx=SAVED_TENSOR_HOOKS[hooks])
+
+
 class ZeroSizeParts(nn.Module):
     def __init__(self) -> None:
         super().__init__()
