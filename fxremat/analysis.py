@@ -29,7 +29,7 @@ import enum
 import operator
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import torch
 import torch.fx as fx
@@ -141,7 +141,7 @@ def _recompute_ban(node: fx.Node, facts: dict[fx.Node, NodeFacts], mutated_stora
         if target._schema.is_mutable:
             return "mutates an input"
         if target.namespace not in _BUILTIN_NAMESPACES:
-            name = f"{target.namespace}::{target._schema.name.split('::')[-1]}"
+            name = target._schema.name  # "namespace::name", as Options.recomputable_ops stores it
             if name not in pure_ops:
                 return f"custom op {name} (its purity is unknown; Options.recomputable_ops vouches for one)"
             if _torch.is_random(node) or any(r.alias_info is not None for r in target._schema.returns):
@@ -170,7 +170,7 @@ def analyze(
     static_lifetime_input_indices: list[int] | None = None,
     inductor: bool = False,
     outputs_dropped: bool = False,
-    recomputable_ops: frozenset[str] = frozenset(),
+    recomputable_ops: Iterable[str] = (),
 ) -> JointGraph:
     """Compute the :class:`JointGraph` record of ``joint`` (``joint`` itself is left untouched).
     ``inductor``: the graphs go to Inductor, so pointwise values it fuses are never materialized;

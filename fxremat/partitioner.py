@@ -222,7 +222,7 @@ def partition(
                              kwargs.get("compiler") == "inductor")
         jg = analyze(joint, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static_lifetime_input_indices,
                      inductor=kwargs.get("compiler") == "inductor", outputs_dropped=fragment is not None and fragment.layer_piece,
-                     recomputable_ops=frozenset(options.recomputable_ops))
+                     recomputable_ops=options.recomputable_ops)
         unsafe = min_cut_hazards(mc_fw, mc_bw, jg)
         planned = []
         for channels_last in jg.cpu_layouts:
@@ -287,7 +287,7 @@ def _with_private_copies(jg: JointGraph, planned: tuple[fx.GraphModule, fx.Graph
             return planned
         jg2 = replace(analyze(copies.joint, num_fwd_outputs=jg.num_fwd_outputs, static_lifetime_input_indices=static_indices,
                               inductor=jg.inductor, outputs_dropped=jg.outputs_dropped,
-                              recomputable_ops=frozenset(options.recomputable_ops)), channels_last=jg.channels_last)
+                              recomputable_ops=options.recomputable_ops), channels_last=jg.channels_last)
         other = _plan(jg2, options, mc_fw, planned[2].min_cut, unsafe, lambda rebuild: [], Memo(key), fragment)
     except Exception as exc:  # noqa: BLE001 - an extra candidate: its failure leaves the plan made
         log.info("fxremat: no plan with private copies of caller-visible inputs: %s: %s", type(exc).__name__, exc)
