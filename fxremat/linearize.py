@@ -75,18 +75,22 @@ class Linearization:
     # cheap values of constants, parameters and no-gradient inputs that no plan saves: the
     # backward rebuilds them (:func:`_rebuilt`)
     rebuilt: tuple[fx.Node, ...] = ()
+    # every node whose value lives only in rebuilt storages (``rebuilt`` and their views)
+    in_rebuilt: frozenset[fx.Node] = frozenset()
 
     def saved_values(self, checkpoints: Iterable[int], base_saved: Iterable[fx.Node]) -> list[fx.Node]:
         """The values to save for a plan: the long-lived values, the checkpoints' crossing values,
         and the base plan's saved values in the last segment, or outside every stage (inputs,
-        parameters)."""
+        parameters), but none that lives only in a rebuilt storage (the chain counts none: the
+        backward rebuilds it; min-cut saves the transposed bfloat16 cast of every weight under
+        autocast, 15 MiB held through HF ViT's step, 2026-12-07)."""
         cps = sorted(checkpoints)
         last_start = cps[-1] + 1 if cps else 1
         out: dict[fx.Node, None] = dict.fromkeys(self.long_lived)
         for c in cps:
             out.update(dict.fromkeys(self.crossing[c - 1]))
         for node in base_saved:
-            if self.stage_of.get(node, last_start) >= last_start:
+            if self.stage_of.get(node, last_start) >= last_start and node not in self.in_rebuilt:
                 out[node] = None
         return list(out)
 
@@ -208,8 +212,10 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     kept = tuple(jg.storage_owner[key] for key in long_lived if key in jg.storage_owner)
     lean_chain = Chain(tuple(output), tuple(saved), tuple(lean), tuple(cost))
     rebuilt_nodes = tuple(jg.storage_owner[key] for key in rebuilt if key in jg.storage_owner)
+    in_rebuilt = frozenset(node for node in jg.module.graph.nodes
+                           if facts[node].storages and all(key in rebuilt for key in facts[node].storages))
     return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations, lean_chain,
-                         rebuilt_nodes)
+                         rebuilt_nodes, in_rebuilt)
 
 
 def _held_by_rebuild(jg: JointGraph, stage_of: dict[fx.Node, int], counted: set[object]) -> dict[object, int]:
