@@ -128,10 +128,13 @@ def linearizations(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: 
         born.pop(key, None)
 
     rebuilt = _rebuilt(jg, born)
+    in_rebuilt = frozenset(node for node in jg.module.graph.nodes
+                           if facts[node].storages and all(key in rebuilt for key in facts[node].storages))
     pinned = _pinned(jg, born) | rebuilt
     tracked = [key for key in born if key not in pinned]
     options = _long_lived(tracked, born, last_use, len(forward))
-    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt)  # noqa: E731
+    build = lambda long_lived: _build(jg, base_saved, always_saved, born, last_use, pinned, tracked, long_lived, rebuilt,  # noqa: E731
+                                      in_rebuilt)
     if score is None or len(options) == 1:
         return [build(options[-1])]
     return sorted((build(o) for o in options), key=lambda lin: score(lin.chain))  # stable: ties keep fewer
@@ -139,7 +142,7 @@ def linearizations(jg: JointGraph, base_saved: Iterable[fx.Node], always_saved: 
 
 def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node], born: dict[object, int],
            last_use: dict[object, int], pinned: set[object], tracked: list[object], long_lived: set[object],
-           rebuilt: set[object]) -> Linearization:
+           rebuilt: set[object], in_rebuilt: frozenset[fx.Node]) -> Linearization:
     """The chain whose boundaries are those of ``tracked`` minus ``long_lived`` storages."""
     forward, facts = jg.forward, jg.facts
     tracked = [key for key in tracked if key not in long_lived]
@@ -212,8 +215,6 @@ def _build(jg: JointGraph, base_saved: list[fx.Node], always_saved: list[fx.Node
     kept = tuple(jg.storage_owner[key] for key in long_lived if key in jg.storage_owner)
     lean_chain = Chain(tuple(output), tuple(saved), tuple(lean), tuple(cost))
     rebuilt_nodes = tuple(jg.storage_owner[key] for key in rebuilt if key in jg.storage_owner)
-    in_rebuilt = frozenset(node for node in jg.module.graph.nodes
-                           if facts[node].storages and all(key in rebuilt for key in facts[node].storages))
     return Linearization(chain, tuple(boundaries), stage_of, tuple(map(tuple, crossing)), kept, activations, lean_chain,
                          rebuilt_nodes, in_rebuilt)
 

@@ -31,3 +31,13 @@ def fresh_compile():
         yield
     torch._dynamo.reset()
     fxremat.last_reports(clear=True)
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread for the test, restored after it: a parallel accumulation (index_put with
+    accumulate) is not bitwise reproducible, and the allocator's peak depends on the thread count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1016,7 +1016,7 @@ def test_sparse_embedding_gradient(config):
     assert ours.grads["param emb.weight"].is_sparse
 
 
-def test_sparse_gradient_counted_in_the_predicted_peak():
+def test_sparse_gradient_counted_in_the_predicted_peak(one_thread):
     """The sparse gradient's indices and values are what the replay charges: the predicted peak of
     the eager-compiled pair is the allocator's measured one (within 1%)."""
     from fxremat.profiling import output_loss, peak_of_training_step
@@ -1024,12 +1024,7 @@ def test_sparse_gradient_counted_in_the_predicted_peak():
     torch.manual_seed(0)
     fxremat.last_reports(clear=True)
     compiled = torch.compile(SparseEmbedding(), backend=make_backend(compiler="eager"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        measured = peak_of_training_step(compiled, (torch.randint(0, 1000, (2048,)),), output_loss)
-    finally:
-        torch.set_num_threads(threads)
+    measured = peak_of_training_step(compiled, (torch.randint(0, 1000, (2048,)),), output_loss)
     (report,) = fxremat.last_reports(clear=True)
     assert report.chosen == "fxremat"
     assert abs(report.predicted_peak_bytes - measured) <= 0.01 * measured, (report.predicted_peak_bytes, measured)

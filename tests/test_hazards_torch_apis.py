@@ -22,16 +22,6 @@ from bench.breadth_models import GNN, EmbMaxNorm, FlexAttn, LSQNet, SpectralNorm
 pytestmark = pytest.mark.usefixtures("fresh_compile")
 
 
-@pytest.fixture
-def one_thread():
-    """One intra-op thread for the test, restored after it: a parallel accumulation (index_put with
-    accumulate) is not bitwise reproducible, and fxremat is compared with min-cut exactly."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize("config", CONFIGS, ids=repr)
 def test_flex_attention(config, monkeypatch, one_thread):

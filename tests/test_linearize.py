@@ -65,7 +65,7 @@ def _step(module: nn.Module, compiled, inputs, seed: int = 0):
     module.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
     compiled(*inputs).square().mean().backward()
-    return {n: p.grad.clone() for n, p in module.named_parameters()}
+    return _step_grads(module)
 
 
 def _joint_of(model: nn.Module, inputs) -> list:
@@ -260,8 +260,6 @@ def test_stage_transient_holds_incoming_and_written_gradient(make):
     assert whole.transient_bytes != lean.transient_bytes
 
 
-_VIEW_OPS = {torch.ops.aten.t.default, torch.ops.aten.permute.default, torch.ops.aten.view.default,
-             torch.ops.aten.alias.default, torch.ops.aten.transpose.int}
 
 
 _CASTS = {torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default}
@@ -273,7 +271,7 @@ def _saved_weight_casts(fw: torch.fx.GraphModule, num_fwd_outputs: int) -> list[
     out = []
     for node in fw.graph.find_nodes(op="output")[0].args[0][num_fwd_outputs:]:
         base = node
-        while isinstance(base, torch.fx.Node) and base.op == "call_function" and base.target in _VIEW_OPS:
+        while isinstance(base, torch.fx.Node) and base.op == "call_function" and getattr(base.target, "is_view", False):
             base = base.args[0]
         if (isinstance(base, torch.fx.Node) and base.target in _CASTS and base.args[0].op == "placeholder"
                 and base.meta["val"].dim() == 2):
