@@ -1,11 +1,11 @@
-"""Breadth check: every case of bench/breadth_models.py, breadth_more.py, breadth_round6_{a,b}.py, breadth_round7.py and
-breadth_round8.py through fxremat and min-cut.
+"""Breadth check: every case of bench/breadth_models.py, breadth_more.py, breadth_round6_{a,b}.py, breadth_round7.py,
+breadth_round8.py and breadth_round9.py through fxremat and min-cut.
 
-    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (232 cases)
+    python -m bench.breadth                      # eager compiler: planned?  gradients equal?  (247 cases)
     python -m bench.breadth --inductor           # through Inductor, exact CPU peaks too (~30 min on 2 cores)
     python -m bench.breadth --inductor mistral swin   # a subset, by name
     python -m bench.breadth --list
-    python -m bench.breadth --medium --inductor --hf-ckpt   # 79 families at an activation-dominated size
+    python -m bench.breadth --medium --inductor --hf-ckpt   # 94 cases at an activation-dominated size
 
 For each case: two training steps (seeded, so random ops draw alike) in eager, through
 ``min_cut_backend`` and through ``fxremat.make_backend`` (the same compiler); the largest gradient
@@ -15,10 +15,12 @@ min-cut's; whether fxremat planned every graph (a fallback logs a warning, print
 the predicted peaks; with ``--hf-ckpt`` also the peak of HF's per-layer checkpointing
 (``gradient_checkpointing_enable(use_reentrant=False)``, default compile) where the model has it
 (round 7's DenseNet has the same switch: torchvision's ``memory_efficient``).
-``--medium``: the cases of :mod:`bench.breadth_medium`, ``_medium_more``, ``_medium_round6`` and
-:mod:`bench.breadth_round7`'s ``MEDIUM_ROUND7`` instead.  Under Inductor random ops (dropout, stochastic depth) draw other numbers
-than eager's unless ``--fallback-random``: compare such cases with min-cut, not eager.
-A JSON line per case goes to --json if given.
+``--medium``: the cases of :mod:`bench.breadth_medium`, ``_medium_more``, ``_medium_round6``,
+:mod:`bench.breadth_round7`'s ``MEDIUM_ROUND7`` and :mod:`bench.breadth_round9`'s ``MEDIUM_ROUND9`` instead.
+Under Inductor random ops (dropout, stochastic depth) draw other numbers than eager's unless
+``--fallback-random``: compare such cases with min-cut, not eager.  A gradient is compared relative to
+its largest entry, or to NOISE_FLOOR of the model's largest gradient entry where that is more (a
+gradient zero in exact arithmetic is rounding noise).  A JSON line per case goes to --json if given.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ from .breadth_round6_a import ROUND6_A
 from .breadth_round6_b import ROUND6_B
 from .breadth_round7 import ROUND7
 from .breadth_round8 import ROUND8
+from .breadth_round9 import ROUND9
 
 # round 5 (bench.breadth_more): 41 families added 2026-12-05; rounds 6 and 7: added 2026-12-06
-CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B, **ROUND7, **ROUND8}
+CASES = {**_CASES, **MORE, **ROUND6_A, **ROUND6_B, **ROUND7, **ROUND8, **ROUND9}
 
 MIB = 2**20
 
@@ -71,14 +74,23 @@ def _dense(grad: torch.Tensor) -> torch.Tensor:
     return grad.to_dense() if grad.is_sparse else grad.clone()
 
 
+NOISE_FLOOR = 1e-6  # of the model's largest gradient entry: below it, a gradient is rounding noise
+
+
 def _error(a, b) -> tuple[float, str]:
-    """Largest difference of ``a`` from ``b`` (loss, then each gradient relative to its largest entry)."""
+    """Largest difference of ``a`` from ``b``: the loss's, then each gradient's relative to its largest
+    entry, or to NOISE_FLOOR times the largest entry of any gradient where that is more.  A gradient
+    that is zero in exact arithmetic (an attention key's bias: softmax ignores a constant added to
+    every score) is rounding noise of about 1e-12 in float32, which differs between any two kernel
+    orders; relative to its own largest entry it would read as an error of order 1."""
     (la, ga), (lb, gb) = a, b
     if ga.keys() != gb.keys():
         return float("inf"), f"gradients of {sorted(set(ga) ^ set(gb))} on one side only"
     worst = ((la - lb).abs().item(), "loss")
+    floor = NOISE_FLOOR * max((g.abs().max().item() for g in gb.values() if g.numel()), default=0.0)
     for k, g in gb.items():
-        worst = max(worst, ((ga[k] - g).abs().max().item() / max(g.abs().max().item(), 1e-12), k))
+        scale = max(g.abs().max().item() if g.numel() else 0.0, floor, 1e-12)
+        worst = max(worst, ((ga[k] - g).abs().max().item() / scale, k))
     return worst
 
 
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fallback-random", action="store_true", help="Inductor's fallback_random=True")
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
     p.add_argument("--medium", action="store_true",
-                   help="the cases of bench.breadth_medium, _more and _round6 (activation-dominated sizes)")
+                   help="the cases of bench.breadth_medium, _more, _round6, and rounds 7 and 9 (activation-dominated sizes)")
     p.add_argument("--hf-ckpt", action="store_true", help="with --inductor: also HF per-layer checkpointing's peak")
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
@@ -152,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         from .breadth_medium_more import MEDIUM_MORE
         from .breadth_medium_round6 import MEDIUM_ROUND6
         from .breadth_round7 import MEDIUM_ROUND7
+        from .breadth_round9 import MEDIUM_ROUND9
 
-        cases = {**MEDIUM, **MEDIUM_MORE, **MEDIUM_ROUND6, **MEDIUM_ROUND7}
+        cases = {**MEDIUM, **MEDIUM_MORE, **MEDIUM_ROUND6, **MEDIUM_ROUND7, **MEDIUM_ROUND9}
     else:
         cases = CASES
     if args.list:
