@@ -167,6 +167,39 @@ def inductor_pointwise(node: fx.Node) -> bool:
     return packet.__name__ in _INDEXING or packet.__name__ in _LOADERS
 
 
+def scatter_inlined_operands(node: fx.Node) -> tuple[Any, ...]:
+    """The operands a scatter-add ``node`` computes inside its own kernel: its index and source
+    when Inductor lowers it to a generated scatter (``lowering.scatter_reduce_`` reads both through
+    their loaders, so an unrealized pointwise source is never stored), ``()`` when Inductor calls
+    aten's scatter instead, which needs them in memory.  The choice is Inductor's own
+    (``utils.use_scatter_fallback``, the same signature in torch 2.11-2.14): on the CPU a sum
+    falls back whenever more than one thread runs (``cpp.fallback_scatter_reduce_sum``), so on
+    one thread, and on CUDA for float32, the backward of a gather (DeBERTa's relative-position
+    attention) computes its gradient's scaling inside the scatter."""
+    if node.op != "call_function":
+        return ()
+    name = op_name(node)
+    if name in ("scatter_add", "scatter_add_") and len(node.args) >= 4:
+        pass
+    elif name in ("scatter_reduce", "scatter_reduce_") and len(node.args) >= 5 and node.args[4] == "sum":
+        pass
+    else:
+        return ()
+    self_val, src = node.args[0], node.args[3]
+    if not (isinstance(self_val, fx.Node) and isinstance(src, fx.Node)):
+        return ()
+    a, b = self_val.meta.get("val"), src.meta.get("val")
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return ()
+    try:
+        from torch._inductor.utils import use_scatter_fallback
+
+        fallback = use_scatter_fallback(torch.ops.aten.scatter_reduce_.two, "sum", a.dtype, b.dtype, b.device.type, True)
+    except Exception:  # another torch: assume aten's scatter (the operands stored, the old rule)
+        return ()
+    return () if fallback else (node.args[2], src)
+
+
 def _inductor_int(name: str, default: int) -> int:
     """An integer setting of ``torch._inductor.config`` (``default`` where this torch lacks it)."""
     from torch._inductor import config

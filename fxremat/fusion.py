@@ -8,7 +8,9 @@ leaves it unrealized:
 * it is pointwise (``_torch.inductor_pointwise``), no graph output, and every reader, looking
   through views, is pointwise or a reduction (an extern kernel such as a matmul, a convolution or
   attention needs its operand in memory; a pointwise reader returned by the graph stores it; a
-  returned reduction, such as a batch norm's bias gradient, computes it inside its own kernel);
+  returned reduction, such as a batch norm's bias gradient, computes it inside its own kernel), or
+  a scatter-add Inductor generates, which reads its index and source inline
+  (``_torch.scatter_inlined_operands``: a gather's backward on one CPU thread or on CUDA);
 * and Inductor does not realize it on reuse: a value read by more than one node is stored once
   instead of recomputed in each reader when its inlined computation (the value and the unrealized
   pointwise values it reads) is heavy on the CPU (``exp``, ``log``, ``sigmoid``, ``tanh`` and the
@@ -85,6 +87,8 @@ def readers_fusible(node: fx.Node, own: Callable[[fx.Node], frozenset], returned
             return False
         if reduction in getattr(user.target, "tags", ()):
             continue
+        if node in _torch.scatter_inlined_operands(user) and not any(a is node for a in user.args[:2]):
+            continue  # a generated scatter-add reads its index and source inline
         if user in returned:
             return False
         if _torch.inductor_pointwise(user):
