@@ -176,28 +176,22 @@ def scatter_inlined_operands(node: fx.Node) -> tuple[Any, ...]:
     falls back whenever more than one thread runs (``cpp.fallback_scatter_reduce_sum``), so on
     one thread, and on CUDA for float32, the backward of a gather (DeBERTa's relative-position
     attention) computes its gradient's scaling inside the scatter."""
-    if node.op != "call_function":
+    name, args = op_name(node), node.args if isinstance(node, fx.Node) else ()
+    summed = name in ("scatter_add", "scatter_add_") or (
+        name in ("scatter_reduce", "scatter_reduce_") and len(args) >= 5 and args[4] == "sum")
+    if not summed or len(args) < 4 or not all(isinstance(a, fx.Node) for a in (args[0], args[3])):
         return ()
-    name = op_name(node)
-    if name in ("scatter_add", "scatter_add_") and len(node.args) >= 4:
-        pass
-    elif name in ("scatter_reduce", "scatter_reduce_") and len(node.args) >= 5 and node.args[4] == "sum":
-        pass
-    else:
-        return ()
-    self_val, src = node.args[0], node.args[3]
-    if not (isinstance(self_val, fx.Node) and isinstance(src, fx.Node)):
-        return ()
-    a, b = self_val.meta.get("val"), src.meta.get("val")
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+    target, src = args[0].meta.get("val"), args[3].meta.get("val")
+    if not (isinstance(target, torch.Tensor) and isinstance(src, torch.Tensor)):
         return ()
     try:
         from torch._inductor.utils import use_scatter_fallback
 
-        fallback = use_scatter_fallback(torch.ops.aten.scatter_reduce_.two, "sum", a.dtype, b.dtype, b.device.type, True)
-    except Exception:  # another torch: assume aten's scatter (the operands stored, the old rule)
+        fallback = use_scatter_fallback(torch.ops.aten.scatter_reduce_.two, "sum", target.dtype, src.dtype,
+                                        src.device.type, True)
+    except (ImportError, AttributeError, TypeError):  # another torch: aten's scatter (operands stored)
         return ()
-    return () if fallback else (node.args[2], src)
+    return () if fallback else (args[2], args[3])
 
 
 def _inductor_int(name: str, default: int) -> int:
