@@ -76,6 +76,11 @@ def _mask(z: Size) -> torch.Tensor:
     return pad_mask(z.batch, z.seq)
 
 
+def _llama(z: Size, layers: int | None = None, **kw: Any):
+    return _cfg("LlamaConfig", vocab_size=z.vocab, num_key_value_heads=2, max_position_embeddings=z.seq,
+                **z.small(layers), **kw)
+
+
 def _bert(z: Size, **kw: Any):
     return _cfg("BertConfig", vocab_size=z.vocab, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                 max_position_embeddings=z.seq, **z.small(), **kw)
@@ -196,9 +201,7 @@ class EmbedsNeedGrad(nn.Module):
 
     def __init__(self, z: Size) -> None:
         super().__init__()
-        cfg = _cfg("LlamaConfig", vocab_size=z.vocab, num_key_value_heads=2, max_position_embeddings=z.seq,
-                   **z.small())
-        self.hf = _hf("LlamaForCausalLM", cfg)
+        self.hf = _hf("LlamaForCausalLM", _llama(z))
 
     def forward(self, embeds: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self.hf(inputs_embeds=embeds, attention_mask=mask, labels=labels).loss
@@ -220,9 +223,7 @@ class DeepSupervision(nn.Module):
 
     def __init__(self, z: Size) -> None:
         super().__init__()
-        cfg = _cfg("LlamaConfig", vocab_size=z.vocab, num_key_value_heads=2, max_position_embeddings=z.seq,
-                   **z.small(layers=2 * z.layers))
-        self.hf = _hf("LlamaForCausalLM", cfg)
+        self.hf = _hf("LlamaForCausalLM", _llama(z, layers=2 * z.layers))
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         out = self.hf(input_ids=ids, attention_mask=mask, labels=labels, output_hidden_states=True)
@@ -248,8 +249,7 @@ def gpt2_logits_label_smoothing(z: Size):
 
 def llama_packed_4d_mask(z: Size):
     """Two documents packed in each row: a 4-D additive block-diagonal causal mask, positions restarting."""
-    cfg = _cfg("LlamaConfig", vocab_size=z.vocab, num_key_value_heads=2, max_position_embeddings=z.seq,
-               **z.small())
+    cfg = _llama(z)
     split = z.seq // 2 + 3  # the second document's first position
     doc = torch.arange(z.seq) >= split
     allowed = (doc[:, None] == doc[None, :]) & torch.ones(z.seq, z.seq, dtype=torch.bool).tril()
