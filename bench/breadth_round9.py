@@ -31,23 +31,26 @@ __all__ = ["ROUND9", "MEDIUM_ROUND9"]
 @dataclasses.dataclass(frozen=True)
 class Size:
     """One size of every case: the language models' vocabulary, sequence, batch and transformer shape;
-    the vision models' image side and batch."""
+    the vision models' image side, batch, ViT patch (the Swin's is half) and Swin window."""
 
     vocab: int = 512
     seq: int = 32
     batch: int = 2
     width: int = 64
+    ffn: int = 128
     layers: int = 2
     image: int = 32
     image_batch: int = 2
+    patch: int = 4
+    window: int = 4
 
     def small(self, layers: int | None = None) -> dict[str, int]:
-        return dict(hidden_size=self.width, intermediate_size=4 * self.width if self.width > 64 else 128,
-                    num_hidden_layers=layers or self.layers, num_attention_heads=4)
+        return dict(hidden_size=self.width, intermediate_size=self.ffn, num_hidden_layers=layers or self.layers,
+                    num_attention_heads=4)
 
 
 TINY = Size()
-MEDIUM = Size(vocab=4096, seq=512, batch=2, width=128, layers=4, image=128, image_batch=4)
+MEDIUM = Size(vocab=4096, seq=512, batch=2, width=128, ffn=512, layers=4, image=128, image_batch=4, patch=8, window=8)
 
 
 def _cfg(name: str, attn: str = "sdpa", **kw: Any):
@@ -158,18 +161,17 @@ def bart_seq_cls(z: Size):
 
 
 def vit_mim(z: Size):
-    patch = 4 if z.image <= 32 else 8
-    cfg = _cfg("ViTConfig", image_size=z.image, patch_size=patch, encoder_stride=patch, hidden_dropout_prob=0.0,
+    cfg = _cfg("ViTConfig", image_size=z.image, patch_size=z.patch, encoder_stride=z.patch, hidden_dropout_prob=0.0,
                attention_probs_dropout_prob=0.0, **z.small())
-    masked = torch.zeros(z.image_batch, (z.image // patch) ** 2, dtype=torch.bool)
+    masked = torch.zeros(z.image_batch, (z.image // z.patch) ** 2, dtype=torch.bool)
     masked[:, ::3] = True
     inputs = {"pixel_values": torch.randn(z.image_batch, 3, z.image, z.image), "bool_masked_pos": masked}
     return _own_loss("ViTForMaskedImageModeling", cfg, inputs)
 
 
 def swin_drop_path(z: Size):
-    cfg = _cfg("SwinConfig", image_size=z.image, patch_size=2 if z.image <= 32 else 4, embed_dim=32, depths=[2, 2],
-               num_heads=[2, 4], window_size=4 if z.image <= 32 else 8, drop_path_rate=0.3, hidden_dropout_prob=0.0,
+    cfg = _cfg("SwinConfig", image_size=z.image, patch_size=z.patch // 2, embed_dim=32, depths=[2, 2],
+               num_heads=[2, 4], window_size=z.window, drop_path_rate=0.3, hidden_dropout_prob=0.0,
                attention_probs_dropout_prob=0.0, num_labels=10)
     inputs = {"pixel_values": torch.randn(2 * z.image_batch, 3, z.image, z.image),
               "labels": torch.randint(0, 10, (2 * z.image_batch,))}

@@ -260,8 +260,6 @@ def test_stage_transient_holds_incoming_and_written_gradient(make):
     assert whole.transient_bytes != lean.transient_bytes
 
 
-
-
 _CASTS = {torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default}
 
 
