@@ -23,6 +23,8 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
+from fxremat import _torch
+
 __all__ = ["cuda_build", "capture_joint", "as_cuda"]
 
 _A = torch.ops.aten
@@ -34,38 +36,52 @@ def cuda_build() -> bool:
     return torch.backends.cuda.is_built()
 
 
+class _Captured(Exception):
+    """Raised by :class:`_Capture` to stop the compile once the joint graph is in hand."""
+
+
+class _Capture(_torch.CustomPartitionerFn or object):
+    """A partition function that keeps the joint graph Inductor hands it (after Inductor's
+    decompositions and joint-graph passes) and stops the compile."""
+
+    def __init__(self) -> None:
+        self.seen: tuple[fx.GraphModule, list[Any], dict[str, Any]] | None = None
+
+    def __call__(self, joint: fx.GraphModule, joint_inputs: list[Any], **kwargs: Any):
+        with unset_fake_temporarily():
+            self.seen = (copy.deepcopy(joint), list(joint_inputs), dict(kwargs))
+        raise _Captured
+
+    def uuid(self) -> None:
+        return None
+
+
 def capture_joint(model: torch.nn.Module, *inputs: torch.Tensor) -> tuple[fx.GraphModule, list[Any], dict[str, Any]]:
-    """The first joint graph AOTAutograd builds for ``model(*inputs)`` under ``torch.compile``, its
-    joint inputs and the keywords a partition function is given (the step itself runs min-cut's pair,
-    without Inductor)."""
-    from torch._functorch.aot_autograd import aot_module_simplified
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-    seen: list[tuple[fx.GraphModule, list[Any], dict[str, Any]]] = []
-
-    def partition_fn(joint: fx.GraphModule, joint_inputs: list[Any], **kwargs: Any):
-        if not seen:
-            with unset_fake_temporarily():
-                seen.append((copy.deepcopy(joint), list(joint_inputs), dict(kwargs)))
-        return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+    """The first joint graph Inductor's pipeline builds for ``model(*inputs)`` and hands its partition
+    function (no kernel is compiled), its joint inputs and the keywords it passes."""
+    capture = _Capture()
 
     def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
-        return aot_module_simplified(gm, example_inputs, fw_compiler=lambda g, _: g, bw_compiler=lambda g, _: g,
-                                     partition_fn=partition_fn)
+        return _torch.compile_with_inductor(gm, example_inputs, capture)
 
     torch._dynamo.reset()
     try:
         torch.compile(model, backend=backend)(*inputs)
+    except Exception:  # noqa: BLE001 - _Captured, wrapped by Dynamo; anything else shows as nothing seen
+        pass
     finally:
         torch._dynamo.reset()
-    if not seen:
-        raise AssertionError("no joint graph was built (nothing requires a gradient?)")
-    return seen[0]
+    if capture.seen is None:
+        raise AssertionError("no joint graph reached the partitioner")
+    return capture.seen
 
 
-def as_cuda(joint: fx.GraphModule, joint_inputs: list[Any]) -> tuple[fx.GraphModule, list[Any], FakeTensorMode]:
+def as_cuda(joint: fx.GraphModule, joint_inputs: list[Any], attention_dropout: float | None = None
+            ) -> tuple[fx.GraphModule, list[Any], FakeTensorMode]:
     """``joint`` as a CUDA joint graph (a copy), its inputs as fake CUDA tensors, and the fake mode
-    their values live in (partition inside it, as AOTAutograd does)."""
+    their values live in (partition inside it, as AOTAutograd does).  ``attention_dropout``: the
+    dropout probability every attention gets (the CPU's flash attention has none, so a CPU trace
+    cannot show the random attention a GPU runs where a model's attention dropout is on)."""
     mode = FakeTensorMode(allow_non_fake_inputs=True)
 
     def fake(value: Any) -> Any:
@@ -87,7 +103,7 @@ def as_cuda(joint: fx.GraphModule, joint_inputs: list[Any]) -> tuple[fx.GraphMod
             node.meta["val"] = fx.node.map_aggregate(node.meta["val"], fake)
         if node.op == "get_attr" and isinstance(getattr(gm, node.target, None), torch.Tensor):
             setattr(gm, node.target, fake(getattr(gm, node.target)))
-    _efficient_attention(gm.graph, mode)
+    _efficient_attention(gm.graph, mode, attention_dropout)
     gm.recompile()
     return gm, fx.node.map_aggregate(joint_inputs, fake), mode
 
@@ -96,16 +112,17 @@ def _arg(node: fx.Node, index: int, name: str, default: Any) -> Any:
     return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
 
 
-def _efficient_attention(graph: fx.Graph, mode: FakeTensorMode) -> int:
-    """CPU flash attention (forward and backward) -> CUDA memory-efficient attention, in place."""
+def _efficient_attention(graph: fx.Graph, mode: FakeTensorMode, dropout: float | None) -> int:
+    """CPU flash attention (forward and backward) -> CUDA memory-efficient attention, in place
+    (with probability ``dropout`` where it is not None)."""
     seeds: dict[fx.Node, tuple[fx.Node, fx.Node]] = {}
     meta = functools.partial(fx.node.map_aggregate, fn=lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
     count = 0
     for node in list(graph.nodes):
         if node.target is _A._scaled_dot_product_flash_attention_for_cpu.default:
             q, k, v = node.args[:3]
-            args = (q, k, v, node.kwargs.get("attn_mask"), True, _arg(node, 3, "dropout_p", 0.0),
-                    _arg(node, 4, "is_causal", False))
+            p = _arg(node, 3, "dropout_p", 0.0) if dropout is None else dropout
+            args = (q, k, v, node.kwargs.get("attn_mask"), True, p, _arg(node, 4, "is_causal", False))
             target = _A._scaled_dot_product_efficient_attention.default
             with graph.inserting_before(node):
                 new = graph.call_function(target, args, {"scale": node.kwargs.get("scale")})
@@ -113,8 +130,9 @@ def _efficient_attention(graph: fx.Graph, mode: FakeTensorMode) -> int:
         elif node.target is _A._scaled_dot_product_flash_attention_for_cpu_backward.default:
             grad, q, k, v, out, lse = node.args[:6]
             seed, offset = seeds[lse.args[0]]
-            args = (grad, q, k, v, node.kwargs.get("attn_mask"), out, lse, seed, offset,
-                    _arg(node, 6, "dropout_p", 0.0), [True, True, True, False], _arg(node, 7, "is_causal", False))
+            p = _arg(node, 6, "dropout_p", 0.0) if dropout is None else dropout
+            args = (grad, q, k, v, node.kwargs.get("attn_mask"), out, lse, seed, offset, p, [True, True, True, False],
+                    _arg(node, 7, "is_causal", False))
             target = _A._scaled_dot_product_efficient_attention_backward.default
             with graph.inserting_before(node):
                 new = graph.call_function(target, args, {"scale": node.kwargs.get("scale")})
