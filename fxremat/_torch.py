@@ -167,16 +167,25 @@ def inductor_pointwise(node: fx.Node) -> bool:
     return packet.__name__ in _INDEXING or packet.__name__ in _LOADERS
 
 
-def scatter_inlined_operands(node: fx.Node) -> tuple[Any, ...]:
-    """The operands a scatter-add ``node`` computes inside its own kernel: its index and source
-    when Inductor lowers it to a generated scatter (``lowering.scatter_reduce_`` reads both through
-    their loaders, so an unrealized pointwise source is never stored), ``()`` when Inductor calls
-    aten's scatter instead, which needs them in memory.  The choice is Inductor's own
-    (``utils.use_scatter_fallback``, the same signature in torch 2.11-2.14): on the CPU a sum
-    falls back whenever more than one thread runs (``cpp.fallback_scatter_reduce_sum``), so on
-    one thread, and on CUDA for float32, the backward of a gather (DeBERTa's relative-position
-    attention) computes its gradient's scaling inside the scatter."""
+def scatter_inlined_operands(node: fx.Node) -> tuple[fx.Node, ...]:
+    """The operands a scatter ``node`` (a scatter-add or an index-put) computes inside its own
+    kernel, where Inductor lowers it to a generated scatter that reads them through their loaders
+    (so an unrealized pointwise operand is never stored); ``()`` where it calls aten's kernel
+    instead, which needs them in memory.  The written tensor (the first argument) is never one.
+
+    * A scatter-add: its index and source unless ``utils.use_scatter_fallback`` says aten (the same
+      signature in torch 2.11-2.14): on the CPU a sum falls back whenever more than one thread runs
+      (``cpp.fallback_scatter_reduce_sum``), so on one thread, and on CUDA for float32, the backward
+      of a gather (DeBERTa's relative-position attention) computes its gradient's scaling inside it.
+    * An index-put (``lowering.index_put_impl_``; an embedding's backward is one, accumulating into
+      zeros): its indices, values and mask on any thread count, unless a boolean index, torch's
+      deterministic mode or an accumulation Inductor's atomic add cannot do
+      (``utils.needs_fallback_due_to_atomic_add_limitations``: 64-bit integers, booleans) sends it to
+      aten.  Generated code of HF BERT's backward (torch 2.13, CPU): the layer norm's backward and the
+      three embeddings' gradients are one kernel, the embedding gradients' values never stored."""
     name, args = op_name(node), node.args if isinstance(node, fx.Node) else ()
+    if name in _INDEX_PUTS:
+        return _index_put_inlined(node, name)
     summed = name in ("scatter_add", "scatter_add_") or (
         name in ("scatter_reduce", "scatter_reduce_") and len(args) >= 5 and args[4] == "sum")
     if not summed or len(args) < 4 or not all(isinstance(a, fx.Node) for a in (args[0], args[3])):
@@ -191,7 +200,32 @@ def scatter_inlined_operands(node: fx.Node) -> tuple[Any, ...]:
                                         src.device.type, True)
     except (ImportError, AttributeError, TypeError):  # another torch: aten's scatter (operands stored)
         return ()
-    return () if fallback else (args[2], args[3])
+    return () if fallback else tuple(a for a in (args[2], args[3]) if isinstance(a, fx.Node))
+
+
+def _index_put_inlined(node: fx.Node, name: str) -> tuple[fx.Node, ...]:
+    """:func:`scatter_inlined_operands` of an index-put."""
+    masked = name == "_unsafe_masked_index_put_accumulate"  # (x, mask, indices, values): accumulates
+    args = node.args
+    if len(args) < (4 if masked else 3):
+        return ()
+    indices, values = (args[2], args[3]) if masked else (args[1], args[2])
+    accumulate = masked or bool(args[3] if len(args) > 3 else node.kwargs.get("accumulate", False))
+    target = args[0].meta.get("val") if isinstance(args[0], fx.Node) else None
+    index_nodes = [i for i in (indices if isinstance(indices, (list, tuple)) else ()) if isinstance(i, fx.Node)]
+    if not isinstance(target, torch.Tensor) or not isinstance(values, fx.Node) or torch.are_deterministic_algorithms_enabled():
+        return ()
+    if any(getattr(i.meta.get("val"), "dtype", None) in (torch.bool, torch.uint8) for i in index_nodes):
+        return ()  # a boolean index: aten's index_put (or a masked fill)
+    if accumulate:
+        try:
+            from torch._inductor.utils import needs_fallback_due_to_atomic_add_limitations as atomic_fallback
+        except ImportError:  # another torch: aten's kernel (operands stored)
+            return ()
+        if atomic_fallback(target.dtype):
+            return ()
+    mask = [args[1]] if masked and isinstance(args[1], fx.Node) else []
+    return (*mask, *index_nodes, values)
 
 
 def _inductor_int(name: str, default: int) -> int:
@@ -677,21 +711,24 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     if cpu_layout not in ("inductor", "planned", "off"):
         raise ValueError(f"cpu_layout must be 'inductor', 'planned' or 'off', not {cpu_layout!r}")
     on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
-    layout: dict[str, bool] | None = None
-    if on_cpu and cpu_layout == "planned" and _decide_layout_opt() is not None:
-        layout = {}  # filled by the forward's compile, read by the backward's
-    elif on_cpu and cpu_layout != "inductor":
+    plan_layout = on_cpu and cpu_layout == "planned" and _decide_layout_opt() is not None
+    if on_cpu and cpu_layout != "inductor" and not plan_layout:
         patches["layout_optimization"] = False
-    if not (backward_patches or local or layout):
+    if not (backward_patches or local or plan_layout):
         return compile_fx(gm, example_inputs, config_patches=patches)
     inner = functools.partial(_inner_compile, backward_patches=backward_patches or {}, local_reuse=local,
-                              layout=layout)
+                              plan_layout=plan_layout, pair={})  # the dict: filled by the forward, read by the backward
     return compile_fx(gm, example_inputs, config_patches=patches, inner_compile=inner)
 
 
 # ``GraphModule.meta`` key of a forward graph fxremat's partitioner returns: the CPU layout it planned
 # the pair for (True: channels-last), which :func:`cpu_channels_last` follows.
 CPU_LAYOUT_MARK = "fxremat_cpu_channels_last"
+
+# ``GraphModule.meta`` key of a forward graph fxremat's partitioner returns: True where the pair is
+# min-cut's own (the partitioner found nothing better), which :func:`_inner_compile` then compiles
+# as Inductor's defaults would, so that the step is the default compile's.
+INDUCTOR_DEFAULTS_MARK = "fxremat_inductor_defaults"
 
 
 def convolutions(gm: fx.GraphModule) -> list[fx.Node]:
@@ -769,24 +806,32 @@ def _decide_layout_opt() -> Callable[..., bool] | None:
 
 
 def _inner_compile(gm: fx.GraphModule, example_inputs: list, *, backward_patches: dict[str, Any],
-                   local_reuse: bool, layout: dict[str, bool] | None, **kwargs: Any):
+                   local_reuse: bool, plan_layout: bool, pair: dict[str, bool], **kwargs: Any):
     """Inductor's ``compile_fx_inner``, with ``backward_patches`` applied to the backward graph
     only (compiled lazily, at the first backward, in whatever thread runs it), and
-    :func:`_local_reuse` on for this graph's code generation if ``local_reuse``.
+    :func:`_local_reuse` on for this graph's code generation if ``local_reuse``.  ``pair`` (one
+    dict per compiled pair) carries what the forward's compile decided to the backward's:
 
-    ``layout`` (``cpu_layout="planned"``; one dict per compiled pair): the forward records
-    whether it is laid out channels-last (:func:`cpu_channels_last`), and the backward is compiled
-    the same way."""
+    * a forward marked :data:`INDUCTOR_DEFAULTS_MARK` (min-cut's own pair, which the partitioner
+      chose) is compiled, with its backward, as Inductor's defaults would: no patch, Inductor's
+      buffer reuse and layouts, so that pair runs exactly as the default compile runs it;
+    * ``plan_layout`` (``cpu_layout="planned"``): the forward records whether it is laid out
+      channels-last (:func:`cpu_channels_last`), and the backward is compiled the same way."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx_inner
 
-    patches = dict(backward_patches) if kwargs.get("is_backward") else {}
-    if layout is not None and not kwargs.get("is_backward"):
-        layout["channels_last"] = cpu_channels_last(gm, is_inference=bool(kwargs.get("is_inference")))
-        if not layout["channels_last"]:
+    backward = bool(kwargs.get("is_backward"))
+    if not backward:
+        pair["defaults"] = bool(getattr(gm, "meta", {}).get(INDUCTOR_DEFAULTS_MARK))
+    if pair.get("defaults"):
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+    patches = dict(backward_patches) if backward else {}
+    if plan_layout and not backward:
+        pair["channels_last"] = cpu_channels_last(gm, is_inference=bool(kwargs.get("is_inference")))
+        if not pair["channels_last"]:
             patches["layout_optimization"] = False
-    elif layout is not None and "channels_last" in layout:
-        patches["force_layout_optimization" if layout["channels_last"] else "layout_optimization"] = layout["channels_last"]
+    elif plan_layout and "channels_last" in pair:
+        patches["force_layout_optimization" if pair["channels_last"] else "layout_optimization"] = pair["channels_last"]
     token = _LOCAL_REUSE.set(local_reuse)
     try:
         with inductor_config.patch(patches):

@@ -9,8 +9,9 @@ leaves it unrealized:
   through views, is pointwise or a reduction (an extern kernel such as a matmul, a convolution or
   attention needs its operand in memory; a pointwise reader returned by the graph stores it; a
   returned reduction, such as a batch norm's bias gradient, computes it inside its own kernel), or
-  a scatter-add Inductor generates, which reads its index and source inline
-  (``_torch.scatter_inlined_operands``: a gather's backward on one CPU thread or on CUDA);
+  a scatter Inductor generates, which reads its index and source inline
+  (``_torch.scatter_inlined_operands``: an index-put such as an embedding's backward, and a
+  scatter-add such as a gather's backward on one CPU thread or on CUDA);
 * and Inductor does not realize it on reuse: a value read by more than one node is stored once
   instead of recomputed in each reader when its inlined computation (the value and the unrealized
   pointwise values it reads) is heavy on the CPU (``exp``, ``log``, ``sigmoid``, ``tanh`` and the
@@ -87,8 +88,8 @@ def readers_fusible(node: fx.Node, own: Callable[[fx.Node], frozenset], returned
             return False
         if reduction in getattr(user.target, "tags", ()):
             continue
-        if node in _torch.scatter_inlined_operands(user) and not any(a is node for a in user.args[:2]):
-            continue  # a generated scatter-add reads its index and source inline
+        if node in _torch.scatter_inlined_operands(user) and user.args[0] is not node:
+            continue  # a generated scatter reads its index and source inline
         if user in returned:
             return False
         if _torch.inductor_pointwise(user):
@@ -158,6 +159,18 @@ _GENERATED = frozenset({
     "native_group_norm", "native_group_norm_backward", "_softmax", "_log_softmax", "_softmax_backward_data",
     "_log_softmax_backward_data",
 })
+
+
+def _generated_scatter(node: fx.Node) -> bool:
+    """An index-put Inductor generates (:func:`fxremat._torch.scatter_inlined_operands`) into a
+    buffer that is no other index-put's: a kernel of the C++ call around it, not an extern call
+    that ends one (HF BERT's three embedding gradients and its layer norm's backward are one
+    kernel).  Not a put on another put's output: in a chain Inductor may write each into the last
+    one's buffer (a bicubic interpolation's backward, 16 puts: one buffer, measured) or copy it
+    (BART's tied embedding, 2026-12-04), and the replay, which counts a copy per put, would hold
+    every copy to the call's end; nor a generated scatter-add (not measured)."""
+    return (_torch.index_put_name(node) is not None and _torch.index_put_name(node.args[0]) is None
+            and bool(_torch.scatter_inlined_operands(node)))
 
 
 def _kernel_reader(node: fx.Node) -> bool:
@@ -248,7 +261,7 @@ def kernel_ends(nodes: list[fx.Node], fused: Collection[fx.Node], own: Callable[
     last reader is early in the call stays alive while the rest of its outputs are written.
 
     A call is modelled as one run of generated-kernel nodes (pointwise ops, reductions, pooling, the
-    normalizations Inductor decomposes, concatenations); views, ``getitem`` and nodes of no tensor
+    normalizations Inductor decomposes, concatenations, the index-puts it generates); views, ``getitem`` and nodes of no tensor
     (symbolic sizes) neither join nor end a run, any other op ends it.  Measured on a dense block's
     backward (torch 2.13): a batch norm's backward and the recomputation of the layer before it
     ran as one call, which kept the convolution's input gradient and the saved concatenation alive
@@ -260,7 +273,8 @@ def kernel_ends(nodes: list[fx.Node], fused: Collection[fx.Node], own: Callable[
         if node is not None and (node.op != "call_function" or node.target is operator.getitem or is_view(node, own)
                                  or not _torch.tensors_in(node.meta.get("val"))):
             continue
-        if node is not None and (node in fused or _kernel_reader(node) or _cpu_concat(node)) and _on_cpu(node):
+        if node is not None and (node in fused or _kernel_reader(node) or _cpu_concat(node) or _generated_scatter(node)) \
+                and _on_cpu(node):
             run.append(node)
         elif run:
             out.update(dict.fromkeys(run, run[-1]))

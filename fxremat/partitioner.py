@@ -260,7 +260,9 @@ def partition(
         else:
             if chained:
                 log.info("fxremat: the forward's %d random draws chained in program order (fallback_random)", chained)
-    if report.channels_last is not None:
+    if report.chosen == "min-cut":  # compiled as the default compile does (no fxremat patch)
+        fw.meta[_torch.INDUCTOR_DEFAULTS_MARK] = True
+    elif report.channels_last is not None:
         fw.meta[_torch.CPU_LAYOUT_MARK] = report.channels_last  # read when the pair is compiled
     return fw, bw
 
