@@ -185,7 +185,7 @@ def scatter_inlined_operands(node: fx.Node) -> tuple[fx.Node, ...]:
       three embeddings' gradients are one kernel, the embedding gradients' values never stored."""
     name, args = op_name(node), node.args if isinstance(node, fx.Node) else ()
     if name in _INDEX_PUTS:
-        return _index_put_inlined(node, name)
+        return _index_put_inlined(node)
     summed = name in ("scatter_add", "scatter_add_") or (
         name in ("scatter_reduce", "scatter_reduce_") and len(args) >= 5 and args[4] == "sum")
     if not summed or len(args) < 4 or not all(isinstance(a, fx.Node) for a in (args[0], args[3])):
@@ -203,17 +203,15 @@ def scatter_inlined_operands(node: fx.Node) -> tuple[fx.Node, ...]:
     return () if fallback else tuple(a for a in (args[2], args[3]) if isinstance(a, fx.Node))
 
 
-def _index_put_inlined(node: fx.Node, name: str) -> tuple[fx.Node, ...]:
+def _index_put_inlined(node: fx.Node) -> tuple[fx.Node, ...]:
     """:func:`scatter_inlined_operands` of an index-put."""
-    masked = name == "_unsafe_masked_index_put_accumulate"  # (x, mask, indices, values): accumulates
-    args = node.args
-    if len(args) < (4 if masked else 3):
+    operands = index_put_operands(node)
+    target = node.args[0].meta.get("val") if isinstance(node.args[0], fx.Node) else None
+    if operands is None or not isinstance(target, torch.Tensor) or torch.are_deterministic_algorithms_enabled():
         return ()
-    indices, values = (args[2], args[3]) if masked else (args[1], args[2])
-    accumulate = masked or bool(args[3] if len(args) > 3 else node.kwargs.get("accumulate", False))
-    target = args[0].meta.get("val") if isinstance(args[0], fx.Node) else None
+    mask, indices, values, accumulate = operands
     index_nodes = [i for i in (indices if isinstance(indices, (list, tuple)) else ()) if isinstance(i, fx.Node)]
-    if not isinstance(target, torch.Tensor) or not isinstance(values, fx.Node) or torch.are_deterministic_algorithms_enabled():
+    if not isinstance(values, fx.Node):
         return ()
     if any(getattr(i.meta.get("val"), "dtype", None) in (torch.bool, torch.uint8) for i in index_nodes):
         return ()  # a boolean index: aten's index_put (or a masked fill)
@@ -224,8 +222,7 @@ def _index_put_inlined(node: fx.Node, name: str) -> tuple[fx.Node, ...]:
             return ()
         if atomic_fallback(target.dtype):
             return ()
-    mask = [args[1]] if masked and isinstance(args[1], fx.Node) else []
-    return (*mask, *index_nodes, values)
+    return (*([mask] if isinstance(mask, fx.Node) else []), *index_nodes, values)
 
 
 def _inductor_int(name: str, default: int) -> int:
@@ -269,6 +266,24 @@ def index_put_name(node: Any) -> str | None:
     argument; an embedding's gradient is one, accumulating into zeros), else None."""
     name = op_name(node)
     return name if name in _INDEX_PUTS else None
+
+
+def index_put_operands(node: Any) -> tuple[Any, Any, Any, bool] | None:
+    """``(mask, indices, values, accumulate)`` of an index-put ``node`` (``mask`` None but for
+    ``_unsafe_masked_index_put_accumulate``, which always accumulates), else None."""
+    name = index_put_name(node)
+    if name == "_unsafe_masked_index_put_accumulate":
+        return (*node.args[1:4], True) if len(node.args) >= 4 else None
+    if name is None or len(node.args) < 3:
+        return None
+    accumulate = node.kwargs.get("accumulate", node.args[3] if len(node.args) > 3 else False)
+    return None, node.args[1], node.args[2], accumulate is True
+
+
+def starts_put_chain(node: Any) -> bool:
+    """Whether ``node`` is an index-put into a buffer that is no other index-put's output (the first
+    put of a chain, or a put alone)."""
+    return index_put_name(node) is not None and index_put_name(node.args[0]) is None
 
 
 def is_random(node: fx.Node) -> bool:

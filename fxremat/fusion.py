@@ -169,8 +169,7 @@ def _generated_scatter(node: fx.Node) -> bool:
     one's buffer (a bicubic interpolation's backward, 16 puts: one buffer, measured) or copy it
     (BART's tied embedding, 2026-12-04), and the replay, which counts a copy per put, would hold
     every copy to the call's end; nor a generated scatter-add (not measured)."""
-    return (_torch.index_put_name(node) is not None and _torch.index_put_name(node.args[0]) is None
-            and bool(_torch.scatter_inlined_operands(node)))
+    return _torch.starts_put_chain(node) and bool(_torch.scatter_inlined_operands(node))
 
 
 def _kernel_reader(node: fx.Node) -> bool:

@@ -195,8 +195,10 @@ def _put_rows(put: fx.Node) -> tuple[fx.Node | None, fx.Node, fx.Node] | None:
     """``(mask, index, values)`` of an accumulating put of whole rows of its first argument ``x``
     (``mask`` None for the unmasked puts): one index tensor of shape ``I``, values of shape ``I +
     x.shape[1:]``, a mask of shape ``I + (1,) * (x.dim() - 1)``; else None."""
-    masked = _torch.index_put_name(put) == "_unsafe_masked_index_put_accumulate"
-    mask, indices, values = put.args[1:4] if masked else (None, *put.args[1:3])
+    operands = _torch.index_put_operands(put)
+    if operands is None:
+        return None
+    mask, indices, values, _ = operands
     if not (isinstance(indices, (list, tuple)) and len(indices) == 1 and isinstance(indices[0], fx.Node)
             and isinstance(values, fx.Node) and (mask is None or isinstance(mask, fx.Node))):
         return None
@@ -705,13 +707,8 @@ def _accumulating_add(node: fx.Node, before: set[fx.Node]) -> tuple[fx.Node | No
 
 
 def _is_accumulating_put(node: object) -> bool:
-    name = _torch.index_put_name(node)
-    if name is None:
-        return False
-    if name == "_unsafe_masked_index_put_accumulate":
-        return True
-    accumulate = node.kwargs.get("accumulate", node.args[3] if len(node.args) > 3 else False)
-    return accumulate is True
+    operands = _torch.index_put_operands(node)
+    return operands is not None and operands[3]
 
 
 def _zeros(node: object) -> bool:

@@ -245,7 +245,7 @@ def _reinplaced(node: fx.Node) -> bool:
     over-predicted).  Not when that argument is itself an index-put's output: Inductor then writes
     a copy (measured on two chained accumulating puts, 2026-12-04; fxremat.lowering merges the
     chains it can)."""
-    return _torch.index_put_name(node) is not None and _torch.index_put_name(node.args[0]) is None
+    return _torch.starts_put_chain(node)
 
 
 def fused_in(graph: fx.Graph) -> set[fx.Node]:
