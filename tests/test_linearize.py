@@ -296,7 +296,10 @@ def test_weight_casts_under_autocast_are_rebuilt_not_saved():
         backend.partitioner = recording
         torch._dynamo.reset()
         loss = torch.compile(lambda *ins: model(*ins).square().mean(), backend=backend)  # the loss inside the graph
-        with _torch.caches_disabled(), torch.autocast("cpu", dtype=torch.bfloat16):
+        # oneDNN off: its bfloat16 matmul packs an operand in scratch the model does not count, sized by
+        # the processor (141,056 B inside one backward mm on an AMX Xeon, 10.4% of the peak; 8.6% on an
+        # AMD EPYC), which is not what this test is about
+        with _torch.caches_disabled(), torch.autocast("cpu", dtype=torch.bfloat16), torch.backends.mkldnn.flags(enabled=False):
             _backward(model, loss, inputs)
             peaks[name] = fxremat.profiling.measure_peak(_backward, model, loss, inputs).peak_bytes
         grads[name], calls[name] = _step_grads(model), recording.calls
@@ -306,9 +309,9 @@ def test_weight_casts_under_autocast_are_rebuilt_not_saved():
     report = fxremat.last_reports(clear=True)[-1]
     assert report.chosen == "fxremat", report
     assert peaks["fxremat"] <= peaks["min-cut"]
-    # measured 8.6% over the prediction (1,472,008 B against 1,355,780 on torch 2.13), with or without
-    # the casts saved: a gap of this tiny autocast graph (the peak is at the end of the backward)
-    assert abs(peaks["fxremat"] - report.predicted_peak_bytes) <= 0.10 * report.predicted_peak_bytes, (peaks, report)
+    # with oneDNN's scratch out of the way the replay is exact (1,355,784 B measured against 1,355,780 on
+    # torch 2.13, 2026-12-07; 5% leaves room for other processors' native kernels); with it, 8.6-10.4% over
+    assert abs(peaks["fxremat"] - report.predicted_peak_bytes) <= 0.05 * report.predicted_peak_bytes, (peaks, report)
     for name in grads["min-cut"]:
         torch.testing.assert_close(grads["fxremat"][name], grads["min-cut"][name], rtol=0, atol=0, msg=name)
 
