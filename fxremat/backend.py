@@ -85,14 +85,17 @@ class _Backend:
     ``planned``: Inductor compiles the graphs as fxremat's memory model plans them
     (``_torch.compile_with_inductor``); min-cut's backend keeps PyTorch's defaults.
 
-    * Wrapper-level buffer reuse (``allow_buffer_reuse``) under fxremat's valley rule
-      (``_torch._local_reuse``): a dead buffer is kept for a later allocation of its size only
+    * Wrapper-level buffer reuse (``allow_buffer_reuse``): in forward graphs Inductor's own rule,
+      in backward graphs fxremat's valley rule (``_torch._local_reuse``): a dead buffer is kept
+      for a later allocation of its size only
       where, in Inductor's estimate of the live bytes, it fills a valley between where it was
       freed and where it is taken over.  Inductor's own rule compares with its estimate of the
       whole graph's peak, which can be far above the real one, so across recomputed segments the
       buffers of one segment's backward stayed alive into the next segment's rebuild (HF Llama,
       seq 1024, fxremat's plan: 100.6 MiB measured with it, 93.4 without, 92.6 predicted; HF T5,
-      seq 1024, padded: 173.4 with it, 147.3 without or with the valley rule, 2026-12-02).
+      seq 1024, padded: 173.4 with it, 147.3 without or with the valley rule, 2026-12-02).  In a
+      forward, where nothing is recomputed, Inductor's rule left every suite peak unchanged and
+      spares fresh large buffers (T5 s1024: page faults per step 131-162k -> 74-117k, 2026-12-07).
     * On the CPU, one layout for both graphs (``_torch.compile_with_inductor(cpu_layout="planned")``).
       Inductor lays out each CPU graph that contains a convolution channels-last, deciding each
       graph alone: a backward that saves every convolution's input (min-cut's) stays contiguous

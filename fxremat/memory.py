@@ -33,9 +33,11 @@ CPU the values that die inside one C++ call of generated kernels are freed after
 their slices is written contiguous and copied channels-last for a convolution that reads it
 (:func:`_copied_channels_last`).
 It assumes that Inductor's wrapper-level buffer reuse (``allow_buffer_reuse``) holds a dead
-buffer only across a valley of Inductor's estimate, as fxremat's backends compile (``_torch._local_reuse``); under
-Inductor's own rule a dead buffer may stay alive until a later allocation of its size, within its
-estimate of the whole graph's peak.  It replays the graph's order: Inductor's peak-memory
+buffer only across a valley of Inductor's estimate in a backward graph, as fxremat's backends
+compile (``_torch._local_reuse``); under
+Inductor's own rule (min-cut's graphs, and fxremat's forward graphs, where nothing is recomputed and
+it measured no higher) a dead buffer may stay alive until a later allocation of its size, within
+its estimate of the whole graph's peak.  It replays the graph's order: Inductor's peak-memory
 reordering, which can run a kernel elsewhere, is met halfway by shaping the graph
 (:func:`fxremat.lowering.defer_returned_products`), and vertical fusion, which can store a value
 in its producer's kernel long before the graph computes it, is not modelled (the case measured,
