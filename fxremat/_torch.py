@@ -699,12 +699,16 @@ def compile_with_inductor(gm: fx.GraphModule, example_inputs: list, partitioner:
     a dead buffer alive for a later allocation of the same size instead of freeing it.
     ``"inductor"``: Inductor's rule, which allows it while Inductor's own estimate of the graph's
     peak allows; that estimate can be far above the real peak (HF T5, seq 1024: 194 MiB
-    estimated for a backward whose whole step measures 147), so dead buffers stay alive across
-    recomputed segments.  ``"local"``: :func:`_local_reuse` in backward graphs (fxremat's plans),
-    Inductor's rule in forward graphs, where nothing is recomputed and the saved values pile up
-    towards the end: holding a dead buffer under the estimate of the forward's own peak left the
-    measured peaks unchanged (all 18 rows of the real-model suite) and spares fresh
-    large buffers, each faulted in page by page on the CPU (HF T5, seq 1024, padded: minor faults
+    estimated for a backward whose whole step measures 147: at a kernel that writes its output in
+    place of an input it counts both buffers), so dead buffers stay alive across recomputed
+    segments.  Less those double counts the estimate's peak is the real one there (147.3), but
+    it still misses memory elsewhere (a CPU convolution backward's scratch): Inductor's rule on it
+    raised HF ConvNeXt's peak from 49.4 to 52.6 MiB (2026-12-07).  ``"local"``:
+    :func:`_local_reuse` in backward graphs (fxremat's plans), Inductor's rule in forward graphs,
+    where nothing is recomputed and the saved values pile up towards the end: holding a dead
+    buffer under the estimate of the forward's own peak left the measured peaks unchanged (all 18
+    rows of the real-model suite) and spares fresh large buffers, each faulted in page by page on
+    the CPU (HF T5, seq 1024, padded: minor faults
     per step 131-162 thousand under the valley rule in both graphs, 74-117 thousand so; step time
     1.108x -> 1.068x per-layer checkpointing's, 2026-12-07).  ``"off"``: none.
     In-place reuse inside a kernel (``inplace_buffers``) is unaffected by all three.
