@@ -17,7 +17,7 @@ import inspect
 import operator
 import sys
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -332,6 +332,26 @@ def dense_strides(shape: Any, channels_last: bool = False) -> tuple[int, ...]:
     """The strides of a dense tensor of ``shape``: channels-last (a 4-d shape) or contiguous, by
     torch's own rule."""
     return tuple((_channels_last_strides if channels_last else _contiguous_strides)(shape))
+
+
+def insert_realize(graph: fx.Graph, node: fx.Node, strides: Sequence[int] | None = None) -> fx.Node:
+    """A :func:`realize_op` mark of ``node`` inserted after it, with ``node``'s value, in
+    ``strides`` (where None, ``node``'s own).  A symbolic stride (a sequence length that changes
+    between steps), which must be ``node``'s own in its dimension, is read by an
+    ``aten.sym_stride`` node of ``node`` placed before the mark (a bare SymInt in the arguments is a name no node defines:
+    the graph's FX code fails, ``name 's0' is not defined``, HF GPT-2's eager mask, 2026-12-07).
+    The caller points readers at the mark; ``node``'s users then include the mark and its
+    ``sym_stride`` nodes (``mark.args[1]``)."""
+    last, args = node, list(strides) if strides is not None else list(node.meta["val"].stride())
+    for dim, stride in enumerate(args):
+        if not isinstance(stride, int):
+            with graph.inserting_after(last):
+                last = args[dim] = graph.call_function(torch.ops.aten.sym_stride.int, (node, dim))
+            last.meta["val"] = stride
+    with graph.inserting_after(last):
+        mark = graph.call_function(realize_op(), (node, args))
+    mark.meta["val"] = node.meta["val"]
+    return mark
 
 
 def is_realize(node: fx.Node) -> bool:

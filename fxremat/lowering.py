@@ -577,8 +577,7 @@ def store_before_recomputation(gm: fx.GraphModule, channels_last: bool = False) 
     recomputation, so everything the value reads stays alive through it: HF EfficientNet-B0's
     batch-norm input gradient (12 MiB) before its expand convolution's backward kept the SiLU's
     gradient and the convolution's output (12 MiB each) alive through the recomputed stem."""
-    realize = _torch.realize_op()
-    if realize is None:
+    if _torch.realize_op() is None:
         return 0
     graph, rewritten = gm.graph, 0
     nodes = list(graph.nodes)
@@ -606,10 +605,7 @@ def store_before_recomputation(gm: fx.GraphModule, channels_last: bool = False) 
                     or _bytes_read_alone(value, position) <= _torch.value_nbytes(value)):
                 continue
             strides = _torch.dense_strides(val.shape, channels_last and val.dim() == 4)
-            with graph.inserting_after(value):
-                mark = graph.call_function(realize, (value, list(strides)))
-            mark.meta["val"] = val
-            reader.replace_input_with(value, mark)
+            reader.replace_input_with(value, _torch.insert_realize(graph, value, strides))
             rewritten += 1
     return _finished(gm, rewritten)
 

@@ -101,9 +101,8 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
     pointwise and two or more ops read (looking through views), all pointwise ops or reductions
     (:func:`fxremat.fusion.readers_fusible`, the rule the memory model fuses by), and let its
     readers read that instead; returns how many were inserted.  A torch without the op gets none."""
-    realize = _torch.realize_op()
     data_only = _data_only(gm.graph, num_fwd_outputs, static_inputs)
-    if realize is None or not data_only:
+    if _torch.realize_op() is None or not data_only:
         return 0
     graph, stored = gm.graph, 0
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
@@ -116,13 +115,8 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
                 or _readers(node) < 2
                 or not readers_fusible(node, own, returned)):  # an extern reader (SDPA) has Inductor store it anyway
             continue
-        strides = _stride_args(graph, node)
-        syms = [s for s in strides if isinstance(s, fx.Node)]
-        with graph.inserting_after(syms[-1] if syms else node):
-            copy = graph.call_function(realize, (node, strides))
-        copy.meta["val"] = val  # the same tensor: Inductor stores ``node`` once and reads it
-        keep = {copy, *syms}
-        node.replace_all_uses_with(copy, delete_user_cb=lambda u: u not in keep)
+        copy = _torch.insert_realize(graph, node)  # the same tensor: Inductor stores ``node`` once and reads it
+        node.replace_all_uses_with(copy, delete_user_cb=lambda u: u is not copy and u not in copy.args[1])
         stored += 1
     if stored:
         graph.lint()
@@ -185,24 +179,6 @@ def reading_saved_twins(twins: Iterable[Twin], saved: Iterable[fx.Node]):
     finally:
         for user, (args, kwargs) in edited.items():
             user.args, user.kwargs = args, kwargs
-
-
-def _stride_args(graph: fx.Graph, node: fx.Node) -> list[Any]:
-    """``node``'s strides as arguments of a node placed after it: the integers, or, where a stride
-    is symbolic (a sequence length that changes between steps), an ``aten.sym_stride`` node of
-    ``node`` for it (a bare SymInt would be a name no node defines: the FX code of the graph then
-    fails, ``name 's0' is not defined``, HF GPT-2's eager mask, 2026-12-07)."""
-    args: list[Any] = []
-    last = node
-    for dim, stride in enumerate(node.meta["val"].stride()):
-        if isinstance(stride, int):
-            args.append(stride)
-            continue
-        with graph.inserting_after(last):
-            last = graph.call_function(torch.ops.aten.sym_stride.int, (node, dim))
-        last.meta["val"] = stride
-        args.append(last)
-    return args
 
 
 def _readers(node: fx.Node) -> int:
