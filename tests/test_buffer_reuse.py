@@ -1,6 +1,6 @@
-"""fxremat's buffer-reuse rule for Inductor (``_torch._local_reuse``): a dead buffer is kept for a
-later allocation only where that makes no new local peak in Inductor's estimate; other compiles in
-the process keep Inductor's own rule."""
+"""fxremat's buffer-reuse rule for Inductor (``_torch._local_reuse``): in fxremat's backward graphs a
+dead buffer is kept for a later allocation only where that makes no new local peak in Inductor's
+estimate; its forward graphs and other compiles in the process keep Inductor's own rule."""
 
 from __future__ import annotations
 
