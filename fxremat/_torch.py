@@ -334,6 +334,21 @@ def dense_strides(shape: Any, channels_last: bool = False) -> tuple[int, ...]:
     return tuple((_channels_last_strides if channels_last else _contiguous_strides)(shape))
 
 
+def copies_operands(node: fx.Node) -> bool:
+    """Whether Inductor lowers ``node`` as an aten call with a layout constraint on its operands
+    (an attention kernel's ``sdpa_constraint``, an op tagged ``needs_fixed_stride_order``): an
+    operand it has not stored is then copied into a fresh buffer for that call, computed again each
+    time (False where this torch does not say)."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    try:
+        from torch._inductor.lowering import maybe_layout_constraints
+
+        return maybe_layout_constraints(node.target) is not None
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
 def insert_realize(graph: fx.Graph, node: fx.Node, strides: Sequence[int] | None = None) -> fx.Node:
     """A :func:`realize_op` mark of ``node`` inserted after it, with ``node``'s value, in
     ``strides`` (where None, ``node``'s own).  A symbolic stride (a sequence length that changes

@@ -74,6 +74,11 @@ gives each reader its own copy, which Inductor inlines.  A pointwise value read 
 kernel is computed when that kernel is lowered, after the recomputation that precedes it, with
 its inputs alive until then: :func:`store_before_recomputation` marks it stored where it is
 (HF EfficientNet-B0: 74.4 -> 69.7 MiB measured, 0.474x min-cut).
+
+A pointwise value that several calls of kernels with layout constraints read (an attention's mask,
+read by every layer's attention and its backward) is left a loop by Inductor and copied into a
+fresh buffer for each call, computed again every time: :func:`store_extern_fanout` marks it
+stored once (this one also runs on forward graphs), within a byte limit the caller gives.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ from .fusion import heavy_on_cpu
 __all__ = ["keep_matmuls_in_place", "accumulate_into_addend", "merge_accumulating_puts", "sum_small_dims_by_matmul",
            "accumulate_sums_by_addmm",
            "store_permuted_fanout", "defer_returned_products", "split_shared_transcendentals",
-           "store_before_recomputation", "add_reading", "deferred_tail"]
+           "store_before_recomputation", "store_extern_fanout", "add_reading", "deferred_tail"]
 
 _aten = torch.ops.aten
 
@@ -607,6 +612,45 @@ def store_before_recomputation(gm: fx.GraphModule, channels_last: bool = False) 
             strides = _torch.dense_strides(val.shape, channels_last and val.dim() == 4)
             reader.replace_input_with(value, _torch.insert_realize(graph, value, strides))
             rewritten += 1
+    return _finished(gm, rewritten)
+
+
+def store_extern_fanout(gm: fx.GraphModule, channels_last: bool = False, limit: int | None = None) -> int:
+    """Mark each pointwise value that two or more calls of extern kernels with layout constraints
+    read directly (an attention's mask, read by every layer's attention and its backward) stored
+    once where the graph computes it (``inductor_force_stride_order``, dense in the layout the pair
+    runs in: ``channels_last`` for 4-d values), every reader reading the mark; returns how many
+    were marked.  A torch without the op, or a value of symbolic or non-dense layout, gets none;
+    with ``limit``, the smallest values first, as many as fit in ``limit`` bytes together.
+
+    Unmarked, Inductor leaves such a value a loop (it stores a pointwise value read several times
+    only where its loop is long) and each constrained call (``_torch.copies_operands``) copies it
+    into a fresh buffer of its own, computing it again: HF GPT-2 with sdpa attention and a padded
+    batch (sequence 512) built its 2 MiB mask from the padding mask 24 times in fxremat's backward
+    (13 ms of a 780 ms backward) where per-layer checkpointing's backward reads it saved.  The
+    replay already counts such a value as one buffer, alive from where the graph computes it to its
+    last reader: the mark makes Inductor run what the plan was chosen for."""
+    if _torch.realize_op() is None:
+        return 0
+    graph, rewritten = gm.graph, 0
+    returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    values = [v for v in graph.nodes if v.op == "call_function" and _torch.inductor_pointwise(v) and v not in returned
+              and isinstance(val := v.meta.get("val"), torch.Tensor)
+              and all(isinstance(d, int) for d in (*val.shape, *val.stride())) and val.is_contiguous()
+              and sum(map(_torch.copies_operands, v.users)) >= 2]
+    room = limit
+    for value in sorted(values, key=_torch.value_nbytes):
+        val = value.meta["val"]
+        if room is not None:
+            if _torch.value_nbytes(value) > room:
+                break
+            room -= _torch.value_nbytes(value)
+        strides = _torch.dense_strides(val.shape, channels_last and val.dim() == 4)
+        mark = _torch.insert_realize(graph, value, strides)
+        for reader in list(value.users):
+            if reader is not mark:
+                reader.replace_input_with(value, mark)
+        rewritten += 1
     return _finished(gm, rewritten)
 
 

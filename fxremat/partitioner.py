@@ -64,6 +64,7 @@ from .lowering import (
     merge_accumulating_puts,
     split_shared_transcendentals,
     store_before_recomputation,
+    store_extern_fanout,
     store_permuted_fanout,
     sum_small_dims_by_matmul,
 )
@@ -708,7 +709,21 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         plain = _extract(jg, saved, sym, twins, held, defer=False)
         if plain.timeline.peak_bytes < timeline.peak_bytes:
             return plain
+    if jg.inductor:  # after the replay (it counts each such value stored once): its peak sets the limit
+        limit = int(EXTERN_FANOUT_SHARE * timeline.peak_bytes)
+        store_extern_fanout(fw, jg.channels_last, limit)
+        store_extern_fanout(bw, jg.channels_last, limit)
     return Extracted(tuple(n.name for n in saved), fw, bw, timeline, step_seconds(fw, bw, jg.inductor))
+
+
+# The bytes of the values store_extern_fanout may mark in one graph, as a share of the pair's
+# replayed peak.  Unmarked, each constrained reader computes its own copy, alive only around that
+# reader; marked, one buffer lives from the graph's computation to the last reader, as the replay
+# counts it: the measured peak can rise by up to these bytes, towards the replayed peak (HF GPT-2
+# sdpa s512 padded: a 2 MiB mask, 3.2% of 63.15 MiB replayed; 61.69 -> 62.15 MiB measured).  A
+# larger value (HF T5's masked position bias, 32 MiB per layer at sequence 1024: storing it cost
+# 31-35 MiB of a 147 MiB peak, 2026-12-07) keeps a copy per reader.
+EXTERN_FANOUT_SHARE = 0.05
 
 
 def _log_report(r: PartitionReport) -> None:

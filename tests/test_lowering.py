@@ -17,6 +17,10 @@ for it alone stays.  A convolution's returned weight gradient of small operands 
 ``lowering.split_shared_transcendentals``: a heavy pointwise value (``sigmoid``) read by two
 pointwise ops gets one copy per reader, so Inductor inlines it instead of storing it; a light
 one, one with an extern or reduction reader, or a returned one is left alone.
+``lowering.store_extern_fanout``: a pointwise value (an attention mask) that two or more calls
+with layout constraints read is marked stored once, every reader reading the mark, smallest values
+first within a byte limit; one read by a single such call or only by matmuls, a returned one, or
+one that is no pointwise loop is left alone.
 
 Invariants: the rewrite is exact in value (checked against the original graph on real tensors),
 every new node has a ``meta["val"]`` of the right shape, the graph lints, and matmuls whose add
@@ -961,3 +965,121 @@ def test_other_extern_operands_are_not_marked(case):
     }[case]
     gm = make_fx(fn, tracing_mode="fake")(*REALIZE_ARGS)
     assert lowering.store_before_recomputation(gm) == 0
+
+
+def _masked_attention_layers(q, k, v, valid):
+    """Two attention calls reading one additive mask built from a padding mask (HF's sdpa mask)."""
+    mask = torch.where(valid[:, None, None, :], 0.0, float("-inf"))  # (B, 1, 1, S), pointwise
+    h = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return (torch.nn.functional.scaled_dot_product_attention(h, k, v, attn_mask=mask),)
+
+
+def _attention_args() -> tuple:
+    valid = torch.ones(2, 16, dtype=torch.bool)
+    valid[1, 12:] = False
+    return (torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), valid)
+
+
+def _fanout_marks(gm: fx.GraphModule) -> list[fx.Node]:
+    """Realize marks read by two or more calls that copy their operands."""
+    return [m for m in _marks(gm) if sum(map(_torch.copies_operands, m.users)) >= 2]
+
+
+@pytest.mark.skipif(_torch.realize_op() is None, reason="this torch has no inductor_force_stride_order")
+def test_value_read_by_several_extern_kernels_is_stored_once():
+    args = _attention_args()
+    gm = make_fx(_masked_attention_layers, tracing_mode="fake")(*args)
+    ref = make_fx(_masked_attention_layers)(*args)
+    readers = {n for n in gm.graph.nodes if _torch.copies_operands(n)}
+    assert len(readers) == 2 and all("scaled_dot_product" in str(n.target) for n in readers)
+    assert lowering.store_extern_fanout(gm) == 1
+    gm.graph.lint()
+    (mark,) = _marks(gm)
+    value = mark.args[0]
+    assert _torch.inductor_pointwise(value) and list(value.users) == [mark]  # every reader reads the mark
+    assert set(mark.users) == readers
+    assert list(mark.args[1]) == list(value.meta["val"].stride())  # stored dense (it is contiguous)
+    assert lowering.store_extern_fanout(gm) == 0
+    real = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    torch.testing.assert_close(real(*args)[0], ref(*args)[0])
+
+
+@pytest.mark.skipif(_torch.realize_op() is None, reason="this torch has no inductor_force_stride_order")
+def test_marked_values_fit_in_the_limit_smallest_first():
+    def two_masks(q, k, v, valid):
+        small = torch.where(valid[:, None, None, :], 0.0, float("-inf"))  # (2, 1, 1, 16): 128 bytes
+        large = small + torch.arange(16.0)[:, None]  # (2, 1, 16, 16): 2 KiB
+        h = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=small)
+        h = torch.nn.functional.scaled_dot_product_attention(h, k, v, attn_mask=small)
+        h = torch.nn.functional.scaled_dot_product_attention(h, k, v, attn_mask=large)
+        return (torch.nn.functional.scaled_dot_product_attention(h, k, v, attn_mask=large),)
+
+    args = _attention_args()
+    for limit, marked in [(None, 2), (4096, 2), (2048, 1), (128, 1), (127, 0)]:
+        gm = make_fx(two_masks, tracing_mode="fake")(*args)
+        assert lowering.store_extern_fanout(gm, limit=limit) == marked, limit
+        assert sorted(_torch.value_nbytes(m) for m in _marks(gm)) == [128, 2048][:marked]
+
+
+@pytest.mark.parametrize("case", ["one_reader", "matmul_readers", "returned", "extern_value"])
+def test_values_not_read_by_several_constrained_calls_are_not_marked(case):
+    """One attention call, or extern kernels that store what they read once (a matmul), or a
+    returned value (stored anyway), or a value that is no loop: no mark."""
+    def fn(q, k, v, valid):
+        mask = torch.where(valid[:, None, None, :], 0.0, float("-inf"))
+        attend = lambda x, m: torch.nn.functional.scaled_dot_product_attention(x, k, v, attn_mask=m)  # noqa: E731
+        return {
+            "one_reader": lambda: (attend(q, mask).sum() + mask.sum(),),
+            "matmul_readers": lambda: (lambda s: (s @ v + s @ k,))(torch.tanh(q @ k.transpose(-1, -2))),
+            "returned": lambda: (attend(attend(q, mask), mask), mask),
+            "extern_value": lambda: (lambda m: (attend(attend(q, m[:, None]), m[:, None]),))(
+                torch.baddbmm(mask[:, 0], q[:, 0], k[:, 0].mT)),
+        }[case]()
+
+    gm = make_fx(fn, tracing_mode="fake")(*_attention_args())
+    assert lowering.store_extern_fanout(gm) == 0
+
+
+@pytest.mark.skipif(_torch.realize_op() is None, reason="this torch has no inductor_force_stride_order")
+def test_padded_attention_mask_is_stored_once_per_graph_when_planned_for_inductor():
+    """Four self-attention layers with HF's sdpa mask (causal and padding, built from an integer
+    attention mask; 32 KiB, under EXTERN_FANOUT_SHARE of the peak), planned for Inductor: the plan
+    recomputes the mask in the backward, and in each graph a mask that is not returned (saved) and
+    that two attention calls or more read is computed once (a mark every attention call reads);
+    the gradients equal eager's."""
+    s = 64
+
+    class Layers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.ModuleList(torch.nn.Linear(128, 384) for _ in range(4))
+            self.out = torch.nn.Linear(128, 8)
+
+        def forward(self, x, attention_mask):
+            i = torch.arange(s)
+            causal = i[None, :] <= i[:, None]
+            mask = torch.where(causal[None, None] & attention_mask.bool()[:, None, None, :], 0.0, float("-inf"))
+            for qkv in self.qkv:
+                q, k, v = (t.view(2, s, 4, 32).transpose(1, 2) for t in qkv(x).chunk(3, dim=-1))
+                a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+                x = x + torch.tanh(a.transpose(1, 2).reshape(2, s, 128))
+            return self.out(x)
+
+    torch.manual_seed(0)
+    model, x = Layers(), torch.randn(2, s, 128)
+    attention_mask = torch.ones(2, s, dtype=torch.long)
+    attention_mask[1, 48:] = 0
+    model(x, attention_mask).square().sum().backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    calls = []
+    torch.compile(model, backend=inductor_mode_backend(partition, calls))(x, attention_mask).square().sum().backward()
+    (fw, bw, _), = calls
+    for g in (fw, bw):
+        returned = set(g.graph.find_nodes(op="output")[0].all_input_nodes)  # stored anyway
+        for n in g.graph.nodes:
+            if n.op == "call_function" and _torch.inductor_pointwise(n) and n not in returned:
+                assert sum(map(_torch.copies_operands, n.users)) < 2, n.format_node()
+    (mark,) = _fanout_marks(bw)  # the recomputed mask, read by every attention call of the backward
+    assert sum("scaled_dot_product" in str(u.target) for u in mark.users) >= 4
+    _assert_gradients(model, ref, rtol=1e-4, atol=1e-5)
