@@ -338,8 +338,11 @@ def copies_operands(node: fx.Node) -> bool:
     """Whether Inductor lowers ``node`` as an aten call with a layout constraint on its operands
     (an attention kernel's ``sdpa_constraint``, an op tagged ``needs_fixed_stride_order``): an
     operand it has not stored is then copied into a fresh buffer for that call, computed again each
-    time (False where this torch does not say)."""
-    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+    time (False where this torch does not say).  Not a convolution or its backward: their
+    lowering stores such an operand once and shares it (a ReLU read by two convolutions: one
+    buffer, torch 2.13, 2026-12-07)."""
+    if (node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload)
+            or node.target in _SHARING_CONVOLUTIONS):
         return False
     try:
         from torch._inductor.lowering import maybe_layout_constraints
@@ -347,6 +350,9 @@ def copies_operands(node: fx.Node) -> bool:
         return maybe_layout_constraints(node.target) is not None
     except (ImportError, AttributeError, RuntimeError):
         return False
+
+
+_SHARING_CONVOLUTIONS = (torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default)
 
 
 def insert_realize(graph: fx.Graph, node: fx.Node, strides: Sequence[int] | None = None) -> fx.Node:

@@ -1083,3 +1083,15 @@ def test_padded_attention_mask_is_stored_once_per_graph_when_planned_for_inducto
     (mark,) = _fanout_marks(bw)  # the recomputed mask, read by every attention call of the backward
     assert sum("scaled_dot_product" in str(u.target) for u in mark.users) >= 4
     _assert_gradients(model, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_convolutions_do_not_count_as_copying_their_operands():
+    """Inductor's convolution lowering stores an unstored operand once for all its readers, so a
+    value two convolutions read is left to it (CNN plans keep what they measured)."""
+    def fn(x, w1, w2):
+        v = torch.relu(x + 1)
+        return (torch.nn.functional.conv2d(v, w1) + torch.nn.functional.conv2d(v, w2),)
+
+    gm = make_fx(fn, tracing_mode="fake")(torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3), torch.randn(8, 8, 3, 3))
+    assert not any(_torch.copies_operands(n) for n in gm.graph.nodes)
+    assert lowering.store_extern_fanout(gm) == 0
