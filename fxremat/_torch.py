@@ -341,13 +341,17 @@ def copies_operands(node: fx.Node) -> bool:
     time (False where this torch does not say).  Not a convolution or its backward: their
     lowering stores such an operand once and shares it (a ReLU read by two convolutions: one
     buffer, torch 2.13, 2026-12-07)."""
-    if (node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload)
-            or node.target in _SHARING_CONVOLUTIONS):
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and _constrained(node.target)
+
+
+@functools.cache  # once per op: the partitioner asks for every reader of every candidate pair's values
+def _constrained(target: Any) -> bool:
+    if target in _SHARING_CONVOLUTIONS:
         return False
     try:
         from torch._inductor.lowering import maybe_layout_constraints
 
-        return maybe_layout_constraints(node.target) is not None
+        return maybe_layout_constraints(target) is not None
     except (ImportError, AttributeError, RuntimeError):
         return False
 
@@ -355,14 +359,16 @@ def copies_operands(node: fx.Node) -> bool:
 _SHARING_CONVOLUTIONS = (torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default)
 
 
-def insert_realize(graph: fx.Graph, node: fx.Node, strides: Sequence[int] | None = None) -> fx.Node:
+def insert_realize(graph: fx.Graph, node: fx.Node, strides: Sequence[int] | None = None,
+                   every_reader: bool = False) -> fx.Node:
     """A :func:`realize_op` mark of ``node`` inserted after it, with ``node``'s value, in
-    ``strides`` (where None, ``node``'s own).  A symbolic stride (a sequence length that changes
+    ``strides`` (where None, ``node``'s own); with ``every_reader``, every other reader of ``node``
+    reads the mark instead.  A symbolic stride (a sequence length that changes
     between steps), which must be ``node``'s own in its dimension, is read by an
     ``aten.sym_stride`` node of ``node`` placed before the mark (a bare SymInt in the arguments is a name no node defines:
     the graph's FX code fails, ``name 's0' is not defined``, HF GPT-2's eager mask, 2026-12-07).
-    The caller points readers at the mark; ``node``'s users then include the mark and its
-    ``sym_stride`` nodes (``mark.args[1]``)."""
+    Otherwise the caller points readers at the mark; ``node``'s users then include the mark and
+    its ``sym_stride`` nodes (``mark.args[1]``)."""
     last, args = node, list(strides) if strides is not None else list(node.meta["val"].stride())
     for dim, stride in enumerate(args):
         if not isinstance(stride, int):
@@ -372,6 +378,8 @@ def insert_realize(graph: fx.Graph, node: fx.Node, strides: Sequence[int] | None
     with graph.inserting_after(last):
         mark = graph.call_function(realize_op(), (node, args))
     mark.meta["val"] = node.meta["val"]
+    if every_reader:
+        node.replace_all_uses_with(mark, delete_user_cb=lambda u: u is not mark and u not in mark.args[1])
     return mark
 
 

@@ -645,11 +645,7 @@ def store_extern_fanout(gm: fx.GraphModule, channels_last: bool = False, limit: 
             if _torch.value_nbytes(value) > room:
                 break
             room -= _torch.value_nbytes(value)
-        strides = _torch.dense_strides(val.shape, channels_last and val.dim() == 4)
-        mark = _torch.insert_realize(graph, value, strides)
-        for reader in list(value.users):
-            if reader is not mark:
-                reader.replace_input_with(value, mark)
+        _torch.insert_realize(graph, value, _torch.dense_strides(val.shape, channels_last and val.dim() == 4), every_reader=True)
         rewritten += 1
     return _finished(gm, rewritten)
 

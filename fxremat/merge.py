@@ -115,8 +115,7 @@ def store_shared(gm: fx.GraphModule, num_fwd_outputs: int, static_inputs: frozen
                 or _readers(node) < 2
                 or not readers_fusible(node, own, returned)):  # an extern reader (SDPA) has Inductor store it anyway
             continue
-        copy = _torch.insert_realize(graph, node)  # the same tensor: Inductor stores ``node`` once and reads it
-        node.replace_all_uses_with(copy, delete_user_cb=lambda u: u is not copy and u not in copy.args[1])
+        _torch.insert_realize(graph, node, every_reader=True)  # the same tensor: Inductor stores ``node`` once and reads it
         stored += 1
     if stored:
         graph.lint()
