@@ -14,7 +14,9 @@ min-cut's; whether fxremat planned every graph (a fallback logs a warning, print
 ``--inductor`` the measured peak of one step of each (fxremat.profiling.peak_of_training_step) and
 the predicted peaks; with ``--hf-ckpt`` also the peak of HF's per-layer checkpointing
 (``gradient_checkpointing_enable(use_reentrant=False)``, default compile) where the model has it
-(round 7's DenseNet has the same switch: torchvision's ``memory_efficient``).
+(round 7's DenseNet has the same switch: torchvision's ``memory_efficient``), on a copy of the model;
+with ``--timed N`` the median step time of each contender over N interleaved rounds (one process, the
+order rotating every round; ratios against hf-ckpt where it ran, else min-cut).
 ``--medium``: the cases of :mod:`bench.breadth_medium`, ``_medium_more``, ``_medium_round6``,
 :mod:`bench.breadth_round7`'s ``MEDIUM_ROUND7`` and :mod:`bench.breadth_round9`'s ``MEDIUM_ROUND9`` instead.
 Under Inductor random ops (dropout, stochastic depth) draw other numbers than eager's unless
@@ -94,7 +96,7 @@ def _error(a, b) -> tuple[float, str]:
     return worst
 
 
-def run_case(name: str, compiler: str, cases: dict | None = None, hf_ckpt: bool = False) -> dict[str, Any]:
+def run_case(name: str, compiler: str, cases: dict | None = None, hf_ckpt: bool = False, timed: int = 0) -> dict[str, Any]:
     model, inputs, loss_fn = (cases or CASES)[name]()
     model.train()
     # Each contender starts from the same state: a forward may update buffers or weights in place
@@ -126,12 +128,40 @@ def run_case(name: str, compiler: str, cases: dict | None = None, hf_ckpt: bool 
     out["fxremat_vs_eager"] = max(_error(a, b) for a, b in zip(fx_steps, eager))
     out["min_cut_vs_eager"] = max(_error(a, b) for a, b in zip(mc_steps, eager))
     out["fxremat_vs_min_cut"] = max(_error(a, b) for a, b in zip(fx_steps, mc_steps))
-    hf = getattr(model, "hf", model)  # an HF model, or one with the same switch (round 7's DenseNet)
-    if hf_ckpt and compiler == "inductor" and getattr(hf, "supports_gradient_checkpointing", False):
-        torch._dynamo.reset()
-        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        out["hf_ckpt_peak_mib"] = peak_of_training_step(torch.compile(model), inputs, loss_fn) / MIB
+    contenders = {"min-cut": mc, "fxremat": fx}
+    if hf_ckpt and compiler == "inductor" and getattr(getattr(model, "hf", model), "supports_gradient_checkpointing", False):
+        # a copy of its own: switching checkpointing on in `model` would make Dynamo recompile mc and fx
+        ck_model = copy.deepcopy(model)
+        getattr(ck_model, "hf", ck_model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        contenders["hf-ckpt"] = ck = torch.compile(ck_model)
+        out["hf_ckpt_peak_mib"] = peak_of_training_step(ck, inputs, loss_fn) / MIB
+    if timed and compiler == "inductor":
+        out["step_ms"] = _interleaved_steps(contenders, inputs, loss_fn, timed)
     return out
+
+
+def _interleaved_steps(contenders: dict, inputs: tuple, loss_fn, rounds: int) -> dict[str, float]:
+    """Median step time (ms) of each compiled contender, measured in ``rounds`` rounds in which each
+    takes one step, in an order that rotates every round (as ``bench.interleaved`` does)."""
+
+    def step(fn) -> float:
+        fn.zero_grad(set_to_none=True)  # a compiled nn.Module: zeroes the model's own gradients
+        for t in inputs:
+            if isinstance(t, torch.Tensor):
+                t.grad = None
+        start = time.perf_counter()
+        out = fn(*inputs)
+        (loss_fn(out) if loss_fn else output_loss(out)).backward()
+        return time.perf_counter() - start
+
+    names = list(contenders)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for n in names:  # warm: the compiled graphs exist already; this takes the first-call costs out
+        step(contenders[n])
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[: r % len(names)]:
+            times[n].append(step(contenders[n]))
+    return {n: 1e3 * float(np.median(ts)) for n, ts in times.items()}
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -142,6 +172,10 @@ def _line(r: dict[str, Any]) -> str:
                  f"({r['fxremat_peak_mib'] / r['min_cut_peak_mib']:.3f})")
         if "hf_ckpt_peak_mib" in r:
             peaks += f", hf-ckpt {r['hf_ckpt_peak_mib']:7.2f} ({r['fxremat_peak_mib'] / r['hf_ckpt_peak_mib']:.3f})"
+    if "step_ms" in r:
+        ms = r["step_ms"]
+        ref = ms.get("hf-ckpt", ms["min-cut"])
+        peaks += "  step " + ", ".join(f"{n} {v:.0f} ms ({v / ref:.3f})" for n, v in ms.items())
     errs = (f"  err vs eager {r['fxremat_vs_eager'][0]:.1e} (min-cut {r['min_cut_vs_eager'][0]:.1e}), "
             f"vs min-cut {r['fxremat_vs_min_cut'][0]:.1e}")
     warn = f"\n      warning: {r['fallback_warnings']}" if r["fallback_warnings"] else ""
@@ -157,8 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--medium", action="store_true",
                    help="the cases of bench.breadth_medium, _more, _round6, and rounds 7 and 9 (activation-dominated sizes)")
     p.add_argument("--hf-ckpt", action="store_true", help="with --inductor: also HF per-layer checkpointing's peak")
+    p.add_argument("--timed", type=int, default=0, metavar="ROUNDS",
+                   help="with --inductor: median step time of each contender over ROUNDS interleaved rounds")
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
+    if args.timed < 0:
+        p.error("--timed must be at least 0")
     if args.medium:
         from .breadth_medium import MEDIUM
         from .breadth_medium_more import MEDIUM_MORE
@@ -188,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.cases or list(cases):
             start = time.time()
             try:
-                r = run_case(name, compiler, cases, args.hf_ckpt)
+                r = run_case(name, compiler, cases, args.hf_ckpt, args.timed)
             except Exception as exc:  # noqa: BLE001 - a failing case is reported, the rest still run
                 failed += 1
                 r = {"case": name, "error": f"{type(exc).__name__}: {exc}"[:500]}

@@ -83,6 +83,7 @@ from .rivals import (
     min_cut_rivals,
     peak_in_deferred_tail,
 )
+from .row_kernels import store_softmax_inputs
 from .saved import close_over_bans, min_cut_hazards, private_copies
 from .schedule import recompute_just_in_time
 from .solvers import Plan, curve, get_solver
@@ -713,6 +714,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         limit = int(EXTERN_FANOUT_SHARE * timeline.peak_bytes)
         store_extern_fanout(fw, jg.channels_last, limit)
         store_extern_fanout(bw, jg.channels_last, limit)
+        store_softmax_inputs(fw)  # not the backward's: there Inductor runs a split softmax in place
     return Extracted(tuple(n.name for n in saved), fw, bw, timeline, step_seconds(fw, bw, jg.inductor))
 
 
