@@ -15,13 +15,12 @@ marks.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 import torch.fx as fx
+from test_inductor_replay import inductor_mode_backend
 from torch._inductor.decomposition import select_decomp_table
 from torch.fx.experimental.proxy_tensor import make_fx
-from test_inductor_replay import inductor_mode_backend
 
 import fxremat
 from fxremat import _torch, partitioner, row_kernels
