@@ -48,7 +48,8 @@ SOFTMAX_MIN_NUMEL = 1 << 16
 
 def store_softmax_inputs(gm: fx.GraphModule, min_numel: int = SOFTMAX_MIN_NUMEL) -> int:
     """Mark stored each CPU floating value that a maximum over its last dimension reads (a
-    softmax's first pass), computed inline from an operand broadcast over another dimension, when
+    softmax's first pass), computed inline from an operand broadcast over some of the other
+    dimensions and indexed by the rest (a (B, 1, 1, S) mask or a (1, H, S, S) bias of (B, H, S, S) scores), when
     a same-size buffer it reads dies there; returns how many were marked.  Values returned by the
     graph, of symbolic or non-dense layout, under ``min_numel`` elements, or on another device
     are left alone, as is every graph on a torch without the mark op."""
@@ -106,19 +107,24 @@ def _inline_cone(x: fx.Node, fused: frozenset[fx.Node], own) -> tuple[set[fx.Nod
 
 
 def _broadcast_outer(cone: set[fx.Node], x: fx.Node) -> bool:
-    """Whether a node of ``cone`` with ``x``'s shape reads an operand broadcast over a dimension
-    other than the last (an ``expand`` or an elementwise op's implicit broadcast)."""
+    """Whether a node of ``cone`` with ``x``'s shape reads an operand (through an ``expand`` or an
+    elementwise op's implicit broadcast) that is broadcast over some of the outer dimensions (all
+    but the last) and indexed by others: its index keeps those dimensions from collapsing into one.
+    An operand broadcast over every outer dimension (a per-column bias, a scalar) or over none
+    leaves them free to collapse."""
     shape = tuple(x.meta["val"].shape)
+    outer = [d for d in range(len(shape) - 1) if shape[d] > 1]
     for n in cone:
         val = n.meta.get("val")
         if not isinstance(val, torch.Tensor) or tuple(val.shape) != shape:
             continue
         for a in n.all_input_nodes:
             aval = a.meta.get("val")
-            if not isinstance(aval, torch.Tensor) or aval.dim() == 0:
+            if not isinstance(aval, torch.Tensor) or aval.dim() > len(shape):
                 continue
             padded = (1,) * (len(shape) - aval.dim()) + tuple(aval.shape)
-            if any(padded[d] == 1 and shape[d] > 1 for d in range(len(shape) - 1)):
+            broadcast = sum(padded[d] == 1 for d in outer)
+            if 0 < broadcast < len(outer):
                 return True
     return False
 

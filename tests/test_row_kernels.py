@@ -2,7 +2,8 @@
 over an outer dimension (an attention mask over the heads, a position bias over the batch) is
 marked stored where the graph computes it, when a same-size buffer it reads (the scores) dies
 there; every reader reads the mark.  Left alone: inputs with no outer broadcast (Inductor's row
-loops stay whole), a broadcast over the reduced dimension only, scores read again elsewhere (the
+loops stay whole), a broadcast over the reduced dimension only or over every outer dimension (a
+per-column bias: the outer dimensions still collapse), scores read again elsewhere (the
 mark would add a buffer), returned inputs, small ones, reductions over another dimension.
 
 Invariants: exact in value (the marked graph against the original on real tensors), the graph
@@ -72,8 +73,8 @@ def test_broadcast_softmax_input_is_stored_where_computed():
     torch.testing.assert_close(gm(*args)[0], ref(*args)[0], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("case", ["no_broadcast", "reduced_dim_only", "scores_read_again", "returned", "small",
-                                  "other_dim"])
+@pytest.mark.parametrize("case", ["no_broadcast", "reduced_dim_only", "every_outer_dim", "scores_read_again", "returned",
+                                  "small", "other_dim"])
 def test_other_softmax_inputs_are_not_marked(case):
     def fn(q, k, v, bias, valid):
         scores = q @ k.transpose(-1, -2)
@@ -81,6 +82,7 @@ def test_other_softmax_inputs_are_not_marked(case):
         return {
             "no_broadcast": lambda: (torch.softmax(scores * 0.25, -1) @ v,),
             "reduced_dim_only": lambda: (torch.softmax(scores + scores.sum(-1, keepdim=True), -1) @ v,),
+            "every_outer_dim": lambda: (torch.softmax(scores + bias[0, 0, 0], -1) @ v,),  # a per-column (S,) bias
             "scores_read_again": lambda: (torch.softmax(scores + masked, -1) @ v + scores @ v,),
             "returned": lambda: (lambda x: (torch.softmax(x, -1) @ v, x))(scores + masked),
             "small": lambda: (torch.softmax(scores + masked, -1) @ v,),
