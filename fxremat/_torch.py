@@ -328,6 +328,11 @@ def realize_op() -> Any:
         return None
 
 
+def static_layout(val: torch.Tensor) -> bool:
+    """Whether every size and stride of ``val`` is a plain int (none symbolic)."""
+    return all(isinstance(d, int) for d in (*val.shape, *val.stride()))
+
+
 def dense_strides(shape: Any, channels_last: bool = False) -> tuple[int, ...]:
     """The strides of a dense tensor of ``shape``: channels-last (a 4-d shape) or contiguous, by
     torch's own rule."""

@@ -431,7 +431,7 @@ def store_permuted_fanout(gm: fx.GraphModule) -> int:
         val, src = end.meta.get("val"), node.meta.get("val")
         if (end is node or len(end.users) < 2 or any(u.op != "call_function" for u in end.users)
                 or not isinstance(val, torch.Tensor) or not isinstance(src, torch.Tensor)
-                or not all(isinstance(d, int) for d in (*val.shape, *val.stride())) or val.is_contiguous()
+                or not _torch.static_layout(val) or val.is_contiguous()
                 or val.numel() != src.numel()):
             continue
         readers = list(end.users)
@@ -636,7 +636,7 @@ def store_extern_fanout(gm: fx.GraphModule, channels_last: bool = False, limit: 
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
     values = [v for v in graph.nodes if v.op == "call_function" and _torch.inductor_pointwise(v) and v not in returned
               and isinstance(val := v.meta.get("val"), torch.Tensor)
-              and all(isinstance(d, int) for d in (*val.shape, *val.stride())) and val.is_contiguous()
+              and _torch.static_layout(val) and val.is_contiguous()
               and sum(map(_torch.copies_operands, v.users)) >= 2]
     room = limit
     for value in sorted(values, key=_torch.value_nbytes):

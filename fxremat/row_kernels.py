@@ -62,13 +62,14 @@ def store_softmax_inputs(gm: fx.GraphModule, min_numel: int = SOFTMAX_MIN_NUMEL)
         return 0
     graph = gm.graph
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    inputs = {amax.args[0]: None for amax in graph.find_nodes(op="call_function", target=_aten.amax.default)
+              if _row_input(amax.args[0], amax, returned, min_numel)}
+    if not inputs:  # most graphs: no whole-graph walk below
+        return 0
     own = {n: frozenset(_torch.storage_keys(n)) for n in graph.nodes}.__getitem__
     fused = fused_values(graph, _torch.storage_keys)
     marked = []
-    for amax in graph.find_nodes(op="call_function", target=_aten.amax.default):
-        x = amax.args[0]
-        if x in marked or not _row_input(x, amax, returned, min_numel):
-            continue
+    for x in inputs:
         cone, sources = _inline_cone(x, fused, own)
         if _broadcast_outer(cone, x) and _dies_here(x, cone, sources, returned):
             marked.append(x)
@@ -90,7 +91,7 @@ def _row_input(x: object, amax: fx.Node, returned: set[fx.Node], min_numel: int)
     val = x.meta.get("val")
     if not (isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.is_floating_point() and val.dim() >= 2):
         return False
-    if not all(isinstance(d, int) for d in (*val.shape, *val.stride())) or not val.is_contiguous():
+    if not _torch.static_layout(val) or not val.is_contiguous():
         return False
     dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim", ())
     return val.numel() >= min_numel and [d % val.dim() for d in dims] == [val.dim() - 1]
