@@ -26,8 +26,10 @@ other model, so gradients can be compared with eager's.  The language models com
 
 Sizes (``SIZES``): ``weights`` (short sequences, small images: weight gradients are a large part of
 the peak), ``activations`` (long sequences, bigger images or batches: activations dominate),
-``large`` where a family has it (ResNet-50 at 160 px), and ``tiny`` (2 layers, width 32-64,
-sequence 16-32: ``--quick`` and the tests).
+``large`` where a family has it (ResNet-50 at 160 px), ``published`` (a published model's configuration:
+GPT-2 small, BERT-base, T5-small, ViT-B/16, and SmolLM-135M's depth and widths for Llama; sequence 512,
+padded batch of 2; minutes per contender on a CPU) and ``tiny`` (2 layers, width 32-64, sequence 16-32:
+``--quick`` and the tests).
 """
 
 from __future__ import annotations
@@ -465,16 +467,20 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         # Gradients about a fifth of per-layer checkpointing's peak: activations dominate by issue 10's definition.
         "long": dict(_LLAMA, seq=2048, batch=2),
         "tiny": dict(layers=2, d=32, heads=2, ffn=64, vocab=128, seq=32, batch=2),
+        # SmolLM-135M's depth and widths (its 3 KV heads and tied head aside).
+        "published": dict(layers=30, d=576, heads=9, ffn=1536, vocab=49152, seq=512, batch=2),
     },
     "bert": {
         "weights": dict(_BERT, seq=256, batch=2),
         "activations": dict(_BERT, seq=512, batch=2),
         "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, batch=2, dropout=0.1),
+        "published": dict(layers=12, d=768, heads=12, vocab=30522, seq=512, batch=2, dropout=0.1),  # BERT-base
     },
     "t5": {
         "weights": dict(_T5, seq=256, target_seq=64, batch=2),
         "activations": dict(_T5, seq=1024, target_seq=256, batch=2),
         "tiny": dict(layers=2, d=32, heads=2, vocab=128, seq=32, target_seq=16, batch=2),
+        "published": dict(layers=6, d=512, heads=8, vocab=32128, seq=512, target_seq=128, batch=2),  # T5-small
     },
     "qwen2": {
         "weights": dict(_QWEN2, seq=256, batch=2),
@@ -490,6 +496,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "weights": dict(_VIT, image=64, batch=4),
         "activations": dict(_VIT, image=128, batch=4),
         "tiny": dict(layers=2, d=32, heads=2, patch=8, image=32, batch=2, classes=10),
+        "published": dict(layers=12, d=768, heads=12, patch=16, image=224, batch=4),  # ViT-B/16
     },
     "convnext": {
         "weights": dict(_CONVNEXT, image=64, batch=4),
@@ -514,7 +521,8 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "tiny": dict(width=0.25, depth=0.25, hidden=320, image=32, batch=2, classes=10),
     },
 }
-SIZES["gpt2-sdpa"] = SIZES["gpt2-eager"]
+SIZES["gpt2-sdpa"] = {**SIZES["gpt2-eager"],
+                      "published": dict(layers=12, d=768, heads=12, vocab=50257, seq=512, batch=2)}  # GPT-2 small
 _HELD_OUT_LM = dict(layers=6, d=256, heads=4, vocab=8192, seq=512, batch=2)
 _HELD_OUT_TINY = dict(layers=2, d=32, heads=2, vocab=128, seq=32, batch=2)
 SIZES.update({
@@ -559,7 +567,7 @@ def make_hf_case(family: str, size_name: str = "tiny", mask: bool = False, seed:
     size = {**SIZES[family][size_name], **overrides, **fam.fixed}
     if fam.lm:
         size["mask"] = mask
-    tag = "tiny" if size_name == "tiny" else _tag(family, size)
+    tag = "tiny" if size_name == "tiny" else _tag(family, size) + ("-published" if size_name == "published" else "")
     label = f"{family}-{tag}" + ("-mask" if mask else "")
     hf_class = getattr(transformers, fam.hf_class)
     return HFCase(family, label, size, sequential=False, depth=None, factory=fam.factory, seed=seed,
@@ -570,11 +578,14 @@ def make_hf_case(family: str, size_name: str = "tiny", mask: bool = False, seed:
 
 def hf_cases(quick: bool = False, seed: int = 0) -> list[HFCase]:
     """The suite: every family at each of its sizes but ``tiny``, language models with and without
-    a padding mask (``quick``: the tiny size, language models with the padding mask only)."""
+    a padding mask (``quick``: the tiny size, language models with the padding mask only; the
+    ``published`` sizes, a published model's configuration, with the padding mask only)."""
     out = []
     for family, fam in FAMILIES.items():
         for size_name in (("tiny",) if quick else [n for n in SIZES[family] if n != "tiny"]):
-            for mask in (((True,) if quick else (False, True)) if fam.lm else (False,)):
+            # Published configurations (minutes per contender on CPU): the padded batch only.
+            both = not quick and size_name != "published"
+            for mask in (((False, True) if both else (True,)) if fam.lm else (False,)):
                 out.append(make_hf_case(family, size_name, mask, seed))
     return out
 

@@ -212,3 +212,19 @@ def test_inductor_gpt2_matches_eager() -> None:
     actual = two_steps(case, fxremat.backend)
     assert fxremat.last_reports(), "no PartitionReport: fxremat fell back to min-cut"
     assert_same(actual, two_steps(case, None), f"{case.label}: fxremat + Inductor vs eager", **VS_EAGER_INDUCTOR)
+
+
+def test_suite_labels_are_unique_and_published_configs_run_padded() -> None:
+    """``python -m bench.real`` selects cases by label: every label names one case, and the
+    published configurations (GPT-2 small, BERT-base, ...) sit beside the suite's own sizes
+    without taking their labels; their language models run the padded batch only."""
+    from bench.hf_models import FAMILIES, hf_cases, select_cases
+
+    cases = hf_cases()
+    labels = [c.label for c in cases]
+    assert len(labels) == len(set(labels))
+    published = [c for c in cases if c.kind == "published"]
+    assert {c.model for c in published} >= {"gpt2-sdpa", "bert", "t5", "vit", "llama"}
+    assert all(c.label.endswith("-published-mask") == FAMILIES[c.model].lm for c in published)
+    assert all(c.mask for c in published if FAMILIES[c.model].lm)
+    assert select_cases(cases, ["gpt2-sdpa-s512-published-mask"])[0].size["d"] == 768
