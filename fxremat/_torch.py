@@ -328,6 +328,32 @@ def realize_op() -> Any:
         return None
 
 
+def _stored_copy(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+def _register_stored_copy() -> Any:
+    try:
+        op = torch.library.custom_op("fxremat::stored_copy", _stored_copy, mutates_args=())
+        op.register_fake(lambda x: torch.empty_like(x))
+        return torch.ops.fxremat.stored_copy.default
+    except (AttributeError, RuntimeError, TypeError):  # no custom_op, or registered already
+        packet = getattr(getattr(torch.ops, "fxremat", None), "stored_copy", None)
+        return getattr(packet, "default", None)
+
+
+# Registered when fxremat is imported (a graph compiled earlier and loaded from Inductor's cache
+# calls it without planning again).
+_STORED_COPY = _register_stored_copy()
+
+
+def stored_copy_op() -> Any:
+    """``fxremat::stored_copy``: a copy Inductor cannot see into (an opaque custom op, which it
+    calls as an extern kernel): its input is stored by a kernel of its own, never fused into the
+    copy's readers' kernels.  None where this torch cannot register it."""
+    return _STORED_COPY
+
+
 def static_layout(val: torch.Tensor) -> bool:
     """Whether every size and stride of ``val`` is a plain int (none symbolic)."""
     return all(isinstance(d, int) for d in (*val.shape, *val.stride()))

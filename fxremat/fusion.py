@@ -42,7 +42,7 @@ import torch.fx as fx
 
 from . import _torch
 
-__all__ = ["fused_values", "readers_fusible", "is_view", "heavy_on_cpu", "concat_writers", "kernel_ends"]
+__all__ = ["fused_values", "readers_fusible", "is_view", "inline_cone", "heavy_on_cpu", "concat_writers", "kernel_ends"]
 
 # aten ops whose Inductor lowering uses exp, log, log10, log1p, log2, sigmoid or tanh: the ops
 # Inductor's CPU heuristic realizes rather than recompute in every reader.
@@ -279,3 +279,19 @@ def kernel_ends(nodes: list[fx.Node], fused: Collection[fx.Node], own: Callable[
             out.update(dict.fromkeys(run, run[-1]))
             run = []
     return out
+
+
+def inline_cone(x: fx.Node, fused: frozenset[fx.Node], own) -> tuple[set[fx.Node], set[fx.Node]]:
+    """The nodes Inductor computes inside ``x``'s kernel (``x``, the unrealized pointwise values it
+    reads and the views between), and the stored values they read."""
+    cone, sources, stack = {x}, set(), list(x.all_input_nodes)
+    while stack:
+        a = stack.pop()
+        if a in cone or a in sources:
+            continue
+        if a in fused or is_view(a, own):
+            cone.add(a)
+            stack.extend(a.all_input_nodes)
+        else:
+            sources.add(a)
+    return cone, sources

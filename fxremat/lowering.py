@@ -79,6 +79,16 @@ A pointwise value that several calls of kernels with layout constraints read (an
 read by every layer's attention and its backward) is left a loop by Inductor and copied into a
 fresh buffer for each call, computed again every time: :func:`store_extern_fanout` marks it
 stored once (this one also runs on forward graphs), within a byte limit the caller gives.
+
+An accumulating index-put into zeros (an embedding's gradient, at the very end of the backward)
+reads its values inline, and Inductor computes them inside the scatter's kernel: the buffers their
+computation reads (a norm's backward: the residual gradient, the projections' input gradients, the
+saved input) are freed after that kernel, the vocabulary-sized zeros allocated before it.
+:func:`store_put_values` hands the put a copy of the values (``_torch.stored_copy_op``, which
+Inductor cannot fuse through), so the values are computed by a kernel of their own and those
+buffers die before the zeros are allocated (a Llama of SmolLM-135M's dimensions: 9 MiB beside the
+gradients at the end of the backward, where per-layer checkpointing, whose compile breaks the graph
+before the embedding, holds 2.25).
 """
 
 from __future__ import annotations
@@ -90,12 +100,12 @@ import torch
 import torch.fx as fx
 
 from . import _torch
-from .fusion import heavy_on_cpu
+from .fusion import fused_values, heavy_on_cpu, inline_cone, is_view
 
 __all__ = ["keep_matmuls_in_place", "accumulate_into_addend", "merge_accumulating_puts", "sum_small_dims_by_matmul",
            "accumulate_sums_by_addmm",
            "store_permuted_fanout", "defer_returned_products", "split_shared_transcendentals",
-           "store_before_recomputation", "store_extern_fanout", "add_reading", "deferred_tail"]
+           "store_before_recomputation", "store_extern_fanout", "store_put_values", "add_reading", "deferred_tail"]
 
 _aten = torch.ops.aten
 
@@ -819,3 +829,46 @@ def _call(graph: fx.Graph, target, *args) -> fx.Node:
     node = graph.call_function(target, args)
     node.meta["val"] = target(*fx.node.map_arg(args, lambda a: a.meta["val"]))
     return node
+
+
+def store_put_values(gm: fx.GraphModule) -> int:
+    """Give each accumulating index-put into a fresh buffer of zeros a stored copy of the values it
+    reads inline (:func:`_torch.stored_copy_op`), where the buffers computed in this graph that the
+    values' inlined computation reads, read by nothing else (they die at the put), outweigh the
+    values, and the zeros do too: the values' kernel then runs, and those buffers die, before the
+    zeros are allocated, where the scatter's kernel kept them alive beside the zeros; other puts of
+    the same values read the same copy.  Returns how many copies were made; a torch without the op
+    leaves the graph alone."""
+    copy = _torch.stored_copy_op()
+    if copy is None:
+        return 0
+    graph = gm.graph
+    puts = [n for n in graph.nodes if _is_accumulating_put(n) and _zeros(n.args[0])]
+    if not puts:
+        return 0
+    returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
+    own = {n: frozenset(_torch.storage_keys(n)) for n in graph.nodes}.__getitem__
+    fused = fused_values(graph, _torch.storage_keys)
+    copies: dict[fx.Node, fx.Node] = {}  # values read by several puts (BERT's three embeddings): one copy
+    for put in puts:
+        values = _torch.index_put_operands(put)[2]
+        if isinstance(values, fx.Node) and values in copies:
+            put.replace_input_with(values, copies[values])
+            continue
+        if not (isinstance(values, fx.Node) and values in fused and values in _torch.scatter_inlined_operands(put)):
+            continue
+        cone, sources = inline_cone(values, fused, own)
+        readers = cone | {put}
+        dying = sum(_torch.value_nbytes(s) for s in sources
+                    if s.op == "call_function" and s not in returned and _only_read_by(s, readers, own))
+        size = _torch.value_nbytes(values)
+        if dying > size and _torch.value_nbytes(put.args[0]) > size:
+            with graph.inserting_after(values):
+                copies[values] = _call(graph, copy, values)
+            put.replace_input_with(values, copies[values])
+    return _finished(gm, len(copies))
+
+
+def _only_read_by(node: fx.Node, readers: set[fx.Node], own) -> bool:
+    """Whether every reader of ``node``, looking through views, is among ``readers``."""
+    return all(user in readers or (is_view(user, own) and _only_read_by(user, readers, own)) for user in node.users)

@@ -66,6 +66,7 @@ from .lowering import (
     store_before_recomputation,
     store_extern_fanout,
     store_permuted_fanout,
+    store_put_values,
     sum_small_dims_by_matmul,
 )
 from .memory import Timeline, replay_pair
@@ -704,6 +705,7 @@ def _extract(jg: JointGraph, saved: list[fx.Node], sym: list[fx.Node], twins: tu
         store_before_recomputation(bw, jg.channels_last)
         store_permuted_fanout(fw)
         store_permuted_fanout(bw)
+        store_put_values(bw)
     fw, bw = _torch.replay_rng(jg.module, fw, bw, len(sym))
     timeline = replay_pair(jg, fw, bw)
     if defer and jg.inductor and peak_in_deferred_tail(timeline, bw):

@@ -39,7 +39,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
-from .fusion import fused_values, is_view
+from .fusion import fused_values, inline_cone
 
 __all__ = ["store_softmax_inputs", "SOFTMAX_MIN_NUMEL"]
 
@@ -72,7 +72,7 @@ def store_softmax_inputs(gm: fx.GraphModule, min_numel: int = SOFTMAX_MIN_NUMEL)
     fused = fused_values(graph, _torch.storage_keys)
     marked = []
     for x in inputs:
-        cone, sources = _inline_cone(x, fused, own)
+        cone, sources = inline_cone(x, fused, own)
         if _broadcast_outer(cone, x) and _dies_here(x, cone, sources, returned):
             marked.append(x)
     for x in marked:
@@ -97,22 +97,6 @@ def _row_input(x: object, amax: fx.Node, returned: set[fx.Node], min_numel: int)
         return False
     dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim", ())
     return val.numel() >= min_numel and [d % val.dim() for d in dims] == [val.dim() - 1]
-
-
-def _inline_cone(x: fx.Node, fused: frozenset[fx.Node], own) -> tuple[set[fx.Node], set[fx.Node]]:
-    """The nodes Inductor computes inside ``x``'s kernel (``x``, the unrealized pointwise values it
-    reads and the views between), and the stored values they read."""
-    cone, sources, stack = {x}, set(), list(x.all_input_nodes)
-    while stack:
-        a = stack.pop()
-        if a in cone or a in sources:
-            continue
-        if a in fused or is_view(a, own):
-            cone.add(a)
-            stack.extend(a.all_input_nodes)
-        else:
-            sources.add(a)
-    return cone, sources
 
 
 def _broadcast_outer(cone: set[fx.Node], x: fx.Node) -> bool:

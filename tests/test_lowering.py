@@ -1095,3 +1095,74 @@ def test_convolutions_do_not_count_as_copying_their_operands():
     gm = make_fx(fn, tracing_mode="fake")(torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3), torch.randn(8, 8, 3, 3))
     assert not any(_torch.copies_operands(n) for n in gm.graph.nodes)
     assert lowering.store_extern_fanout(gm) == 0
+
+
+# -- an embedding's gradient at the end of the backward (lowering.store_put_values) ----------------
+
+def _embedding_gradient_at_the_end(grad, w1, w2, x, idx):
+    """The end of a decoder's backward: the first norm's backward, read from two projections' input
+    gradients (extern matmuls: stored buffers) and the saved input, scattered into the embedding's zeros."""
+    values = grad @ w1 + (grad @ w2) * x
+    zeros = torch.zeros(64, 8)
+    return (torch.ops.aten._unsafe_masked_index_put_accumulate(zeros, (idx >= 0).unsqueeze(-1), [idx], values),)
+
+
+EMB_ARGS = (torch.randn(16, 4), torch.randn(4, 8), torch.randn(4, 8), torch.randn(16, 8), torch.randint(0, 64, (16,)))
+
+
+def _puts_reading_values_inline(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if _masked_put(n) and _put_values(n).target is not _torch.stored_copy_op()]
+
+
+def test_embedding_gradient_reads_a_stored_copy_of_its_values():
+    """The two matmul outputs die at the put and outweigh the values: the put reads a copy that
+    Inductor cannot fuse through, so they die before the zeros are allocated."""
+    gm = rewritten_exactly(_embedding_gradient_at_the_end, EMB_ARGS, lowering.store_put_values,
+                           _puts_reading_values_inline)
+    (copy_,) = [n for n in gm.graph.nodes if n.target is _torch.stored_copy_op()]
+    assert copy_.meta["val"].shape == (16, 8)
+    assert _torch.storage_keys(copy_) != _torch.storage_keys(copy_.args[0])  # a buffer of its own
+
+
+def _other_puts(case):
+    grad, w1, w2, x, idx = EMB_ARGS
+    put = torch.ops.aten._unsafe_masked_index_put_accumulate
+    if case == "few zeros":  # the zeros no larger than the values: storing them first frees nothing
+        return lambda g, a, b, x, i: (put(torch.zeros(16, 8), (i >= 0).unsqueeze(-1), [i], g @ a + (g @ b) * x),)
+    if case == "one source":  # a single source of the values' size: nothing to gain
+        return lambda g, a, b, x, i: (put(torch.zeros(64, 8), (i >= 0).unsqueeze(-1), [i], (g @ a) * x),)
+    if case == "source read again":  # a matmul output read after the put does not die there
+        def fn(g, a, b, x, i):
+            m = g @ a
+            out = put(torch.zeros(64, 8), (i >= 0).unsqueeze(-1), [i], m + (g @ b) * x)
+            return out, m.sum()
+        return fn
+    if case == "into another gradient":  # accumulating into a computed buffer, not fresh zeros
+        return lambda g, a, b, x, i: (put(a.t() @ a, (i >= 0).unsqueeze(-1), [i % 4], (g @ a)[:, :4] + (g @ b)[:, :4]),)
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", ["few zeros", "one source", "source read again", "into another gradient"])
+def test_other_puts_read_their_values_inline(case):
+    gm = make_fx(_other_puts(case), tracing_mode="fake")(*EMB_ARGS)
+    assert lowering.store_put_values(gm) == 0
+
+
+@pytest.mark.usefixtures("fresh_compile")
+def test_untied_embedding_gradient_reads_a_stored_copy_when_planned_for_inductor():
+    """Tiny HF Llama (untied embedding), planned for Inductor: the backward's last put reads the
+    stored copy of the first norm's backward, and every gradient equals eager's."""
+    pytest.importorskip("transformers")
+    from bench.hf_models import make_hf_case
+
+    case = make_hf_case("llama", "tiny", mask=True)
+    ref = case.build()
+    case.loss(ref.module(*ref.inputs), ref.target).backward()
+    torch._dynamo.reset()
+    built, calls = case.build(), []
+    compiled = torch.compile(built.module, backend=inductor_mode_backend(partition, calls))
+    case.loss(compiled(*built.inputs), built.target).backward()
+    copies = [n for _, bw, _ in calls for n in bw.graph.nodes if n.target is _torch.stored_copy_op()]
+    assert copies and all(_masked_put(u) for n in copies for u in n.users)
+    for (name, p), q in zip(built.module.named_parameters(), ref.module.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
