@@ -1157,4 +1157,6 @@ def test_untied_embedding_gradient_reads_a_stored_copy_when_planned_for_inductor
 
     bws = _backwards_planned_for_inductor(make_hf_case("llama", "tiny", mask=True))
     copies = [n for bw in bws for n in bw.graph.nodes if n.target is _torch.stored_copy_op()]
-    assert copies and all(_masked_put(u) for n in copies for u in n.users)
+    assert all(_masked_put(u) for n in copies for u in n.users)
+    if torch.__version__ >= "2.13":  # torch 2.11's put reads where(pad, 0, g), g a buffer of its own: nothing to free
+        assert copies
