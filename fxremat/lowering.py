@@ -837,25 +837,31 @@ def store_put_values(gm: fx.GraphModule) -> int:
     values' inlined computation reads, read by nothing else (they die at the put), outweigh the
     values, and the zeros do too: the values' kernel then runs, and those buffers die, before the
     zeros are allocated, where the scatter's kernel kept them alive beside the zeros; other puts of
-    the same values read the same copy.  Returns how many copies were made; a torch without the op
-    leaves the graph alone."""
+    the same values read the same copy.  "Read by nothing else" looks at a buffer's direct readers
+    (through views): one of them computed inline into a kernel after the put would keep it alive
+    longer than counted (at the end of a backward nothing runs after the put).  Returns how many
+    copies were made; a torch without the op leaves the graph alone."""
     copy = _torch.stored_copy_op()
     if copy is None:
         return 0
     graph = gm.graph
-    puts = [n for n in graph.nodes if _is_accumulating_put(n) and _zeros(n.args[0])]
-    if not puts:
+    puts = {}  # put -> the values it computes inline
+    for n in graph.nodes:
+        if _is_accumulating_put(n) and _zeros(n.args[0]):
+            values = _torch.index_put_operands(n)[2]
+            if isinstance(values, fx.Node) and _torch.inductor_pointwise(values) and values in _torch.scatter_inlined_operands(n):
+                puts[n] = values
+    if not puts:  # most graphs: no whole-graph walk below
         return 0
     returned = set(graph.find_nodes(op="output")[0].all_input_nodes)
     own = {n: frozenset(_torch.storage_keys(n)) for n in graph.nodes}.__getitem__
     fused = fused_values(graph, _torch.storage_keys)
     copies: dict[fx.Node, fx.Node] = {}  # values read by several puts (BERT's three embeddings): one copy
-    for put in puts:
-        values = _torch.index_put_operands(put)[2]
-        if isinstance(values, fx.Node) and values in copies:
+    for put, values in puts.items():
+        if values in copies:
             put.replace_input_with(values, copies[values])
             continue
-        if not (isinstance(values, fx.Node) and values in fused and values in _torch.scatter_inlined_operands(put)):
+        if values not in fused:
             continue
         cone, sources = inline_cone(values, fused, own)
         readers = cone | {put}
